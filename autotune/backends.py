@@ -1,0 +1,51 @@
+"""Which target, injector and metric source an experiment gets: an explicit registry.
+
+Backends are imported only when chosen, so a laptop run never needs the Kubernetes client
+configured and a cluster run never needs the Go toolchain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from autotune.clock import Clock
+from autotune.errors import PrerequisiteError
+from autotune.experiment.models import Experiment
+from autotune.study.trial import Backends
+
+
+def _simulated(exp: Experiment, results: Path, clock: Clock) -> Backends:
+    from autotune import simulated
+
+    world = simulated.World(simulated.world_path(exp, results))
+    return Backends(
+        target=simulated.SimulatedService(exp, world, clock),
+        injector=simulated.SimulatedInjector(world, clock),
+        source=simulated.SimulatedMetrics(exp, world, seed=exp.study.seed),
+    )
+
+
+def _local(exp: Experiment, results: Path, clock: Clock) -> Backends:
+    from autotune.local_stack import build
+
+    return build(exp, results, clock)
+
+
+def _kubernetes(exp: Experiment, results: Path, clock: Clock) -> Backends:
+    try:
+        from autotune.cluster import build
+    except ImportError as e:  # pragma: no cover - the module ships with the package
+        raise PrerequisiteError(f"the kubernetes backend is not available: {e}") from e
+    return build(exp, results, clock)
+
+
+REGISTRY: dict[str, Callable[[Experiment, Path, Clock], Backends]] = {
+    "simulated": _simulated,
+    "local": _local,
+    "kubernetes": _kubernetes,
+}
+
+
+def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
+    return REGISTRY[exp.target.kind](exp, results, clock)

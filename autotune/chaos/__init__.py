@@ -1,0 +1,1 @@
+"""Chaos injectors: CPU stress like Chaos Mesh's StressChaos (in a cluster, or stress-ng locally)."""

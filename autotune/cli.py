@@ -1,0 +1,204 @@
+"""argv -> calls -> exit code. Exit codes: 0 ok, 1 experiment/config error, 2 usage,
+3 internal error, 130 interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from autotune import __version__
+from autotune.errors import AutotuneError, ExperimentError
+from autotune.experiment import Experiment, load_experiment
+from autotune.study.interrupts import Interrupted, signals_as_exceptions
+
+log = logging.getLogger("autotune")
+
+EXIT_OK, EXIT_CONFIG, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+DESCRIPTION = """\
+Find the Go runtime settings (GOMAXPROCS, GOGC, GOMEMLIMIT, a forced-GC interval, ...) that
+keep a service's latency low under CPU contention: every trial applies a candidate, injects CPU
+stress (Chaos Mesh StressChaos in a cluster, stress-ng in the service's cgroup locally), measures
+a window from Prometheus and removes the stress again. Results persist in an Optuna study;
+re-running a command resumes it.
+"""
+
+EPILOG = """\
+examples:
+  autotune validate experiments/local.yaml
+  autotune run experiments/local.yaml --trials 5      # a short run; run again to resume
+  autotune status experiments/local.yaml --json
+  autotune cleanup experiments/local.yaml             # remove stress/processes a dead run left
+
+exit codes: 0 ok, 1 invalid experiment or unusable study, 2 usage, 3 internal error,
+130 interrupted (the running trial is recorded as FAIL and retried on resume).
+"""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="autotune", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text)
+
+    p = add("run", "run (or resume) the study of an experiment")
+    p.add_argument("file", help="experiment YAML file")
+    p.add_argument("--trials", type=_positive, help="search-trial budget (overrides study.trials)")
+    p.add_argument("--storage", help="study storage URL (default sqlite:///results/<name>/study.db)")
+    p.add_argument("--new-study", action="store_true",
+                   help="start a new study even if one exists (the old one is kept)")
+    p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
+
+    p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
+    p.add_argument("file")
+
+    p = add("schema", "print the JSON Schema of experiment files")
+
+    p = add("status", "show the trials so far and the best feasible one")
+    p.add_argument("file")
+    p.add_argument("--storage")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add("cleanup", "remove stress and restore targets that a dead run left behind")
+    p.add_argument("file")
+    return parser
+
+
+def _load(path: str) -> tuple[Experiment, str]:
+    return load_experiment(path)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    exp, _ = _load(args.file)
+    print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
+          f"{exp.study.trials} trials)")
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(Experiment.model_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from autotune.backends import build
+    from autotune.clock import SystemClock
+    from autotune.progress import PlainProgress, RichProgress
+    from autotune.study import storage as st
+    from autotune.study.journal import Journal
+    from autotune.study.loop import StudyRunner
+    from autotune.study.status import run_text, status_data
+
+    exp, digest = _load(args.file)
+    url = st.storage_url(exp, args.storage)
+    results = st.results_dir(exp)
+    results.mkdir(parents=True, exist_ok=True)
+    clock = SystemClock()
+    studies = st.open_for_run(exp, url, new_study=args.new_study)
+    rich = sys.stderr.isatty() and not args.plain
+    progress = RichProgress() if rich else PlainProgress()
+    try:
+        with signals_as_exceptions():
+            backends = build(exp, results, clock)
+            runner = StudyRunner(exp, backends, clock=clock, progress=progress,
+                                 journal=Journal(results / "trials.jsonl"),
+                                 experiment_hash=digest)
+            result = runner.run(studies, args.trials or exp.study.trials)
+    finally:
+        if isinstance(progress, RichProgress):
+            progress.stop()
+    print(run_text(result, status_data(exp, studies), str(results)))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from autotune.study import storage as st
+    from autotune.study.status import status_data, status_text
+
+    exp, _ = _load(args.file)
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    data = status_data(exp, studies)
+    print(json.dumps(data, indent=2, default=str) if args.json else status_text(data))
+    return EXIT_OK
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from autotune.backends import build
+    from autotune.clock import SystemClock
+    from autotune.study import storage as st
+
+    exp, _ = _load(args.file)
+    with signals_as_exceptions():
+        backends = build(exp, st.results_dir(exp), SystemClock())
+        done = backends.injector.cleanup() + backends.target.cleanup()
+        backends.source.close()
+    for line in done:
+        print(f"removed: {line}")
+    if not done:
+        print("nothing to clean up")
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "validate": cmd_validate,
+    "schema": cmd_schema,
+    "status": cmd_status,
+    "cleanup": cmd_cleanup,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_OK if e.code == 0 else EXIT_USAGE
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr,
+    )
+    try:
+        return COMMANDS[args.command](args)
+    except ExperimentError as e:
+        where = f"{e.source}: " if e.source else ""
+        print(f"{where}invalid experiment:", file=sys.stderr)
+        for problem in e.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    except AutotuneError as e:
+        problems = getattr(e, "problems", None) or [str(e)]
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return e.exit_code
+    except (Interrupted, KeyboardInterrupt) as e:
+        name = getattr(e, "signame", "SIGINT")
+        print(f"interrupted ({name}); stress removed and target restored; "
+              "run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        log.exception("internal error (a bug in autotune; please report it with this trace)")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

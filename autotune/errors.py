@@ -1,0 +1,48 @@
+"""The one error hierarchy. The CLI maps these to exit codes; trials record them as failure reasons."""
+
+from __future__ import annotations
+
+
+class AutotuneError(Exception):
+    """Base of every error autotune raises on purpose. Its message is meant for the user."""
+
+    exit_code = 3
+
+
+class ExperimentError(AutotuneError):
+    """The experiment file (or a command-line override of it) is invalid.
+
+    Carries one line per problem, each naming the path of the field in the file.
+    """
+
+    exit_code = 1
+
+    def __init__(self, problems: list[str], source: str = "") -> None:
+        self.problems = problems
+        self.source = source
+        head = f"{source}: " if source else ""
+        super().__init__(head + "; ".join(problems))
+
+
+class TargetError(AutotuneError):
+    """The target could not be configured, did not become live, or changed under us."""
+
+
+class ChaosError(AutotuneError):
+    """Stress could not be injected, or could not be confirmed gone."""
+
+
+class MetricsError(AutotuneError):
+    """A metric could not be read. Never replaced by a default value."""
+
+
+class StudyError(AutotuneError):
+    """The persisted study cannot be used as asked (changed space, direction, storage problem)."""
+
+    exit_code = 1
+
+
+class PrerequisiteError(AutotuneError):
+    """Something the run needs is missing on this machine (a binary, cgroup access, a cluster)."""
+
+    exit_code = 1

@@ -1,0 +1,193 @@
+"""Cross-field rules of the experiment file. Each problem names its path in the file."""
+
+from __future__ import annotations
+
+from autotune.experiment.expressions import parse_constraint
+from autotune.experiment.models import Experiment, Parameter, Scalar, _is_number
+from autotune.metrics.promql import KNOWN_PLACEHOLDERS, placeholders
+
+
+def check(exp: Experiment) -> list[str]:
+    problems: list[str] = []
+    problems += _check_parameters(exp.parameters)
+    problems += _check_baseline(exp)
+    problems += _check_target(exp)
+    problems += _check_metrics(exp)
+    problems += _check_measure(exp)
+    return problems
+
+
+def _check_parameters(params: tuple[Parameter, ...]) -> list[str]:
+    problems: list[str] = []
+    names: dict[str, int] = {}
+    envs: dict[str, int] = {}
+    for i, p in enumerate(params):
+        at = f"parameters[{i}]"
+        if p.name in names:
+            problems.append(f"{at}.name: duplicate parameter name {p.name!r} "
+                            f"(also parameters[{names[p.name]}])")
+        names.setdefault(p.name, i)
+        if p.env_var in envs:
+            problems.append(f"{at}.env: environment variable {p.env_var} is already set by "
+                            f"parameters[{envs[p.env_var]}]")
+        envs.setdefault(p.env_var, i)
+        problems += _check_domain(p, at)
+    return problems
+
+
+def _check_domain(p: Parameter, at: str) -> list[str]:
+    ranged = p.low is not None or p.high is not None
+    if p.values is not None and (ranged or p.step is not None or p.log):
+        return [f"{at}: give either values or low/high[/step], not both"]
+    if p.values is None:
+        if p.type == "categorical":
+            return [f"{at}.values: required for a categorical parameter"]
+        if p.low is None or p.high is None:
+            missing = "low" if p.low is None else "high"
+            return [f"{at}.{missing}: required (or give values)"]
+        problems = []
+        if p.high <= p.low:
+            problems.append(f"{at}.high: must be > low ({p.low:g})")
+        if p.type == "int":
+            for field in ("low", "high", "step"):
+                v = getattr(p, field)
+                if v is not None and not float(v).is_integer():
+                    problems.append(f"{at}.{field}: must be an integer for an int parameter")
+        if p.log and p.low <= 0:
+            problems.append(f"{at}.low: must be > 0 when log is true")
+        if p.log and p.step is not None:
+            problems.append(f"{at}.step: cannot be combined with log")
+        return problems
+    if not p.values:
+        return [f"{at}.values: must not be empty"]
+    problems = []
+    seen: list[Scalar] = []
+    for j, v in enumerate(p.values):
+        where = f"{at}.values[{j}]"
+        if p.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
+            problems.append(f"{where}: {v!r} is not an integer")
+        elif p.type == "float" and not _is_number(v):
+            problems.append(f"{where}: {v!r} is not a number")
+        elif p.type == "int" and p.env_var == "GOMAXPROCS" and isinstance(v, int) and v < 1:
+            problems.append(f"{where}: GOMAXPROCS must be >= 1")
+        if any(v == s and type(v) is type(s) for s in seen):
+            problems.append(f"{where}: duplicate value {v!r}")
+        seen.append(v)
+    return problems
+
+
+def _check_baseline(exp: Experiment) -> list[str]:
+    known = {p.name: p for p in exp.parameters}
+    problems = []
+    for name, value in exp.baseline.params.items():
+        at = f"baseline.params.{name}"
+        if name not in known:
+            problems.append(f"{at}: unknown parameter (known: {', '.join(known)})")
+            continue
+        p = known[name]
+        if value is None:
+            continue
+        if p.values is None and (p.low is None or p.high is None):
+            continue  # already reported on the parameter
+        if not p.contains(value):
+            domain = (f"one of {list(p.values)}" if p.values is not None
+                      else f"in [{p.low:g}, {p.high:g}]"
+                      + (f" with step {p.step:g}" if p.step else ""))
+            problems.append(f"{at}: {value!r} is not a value of the parameter (must be {domain}, "
+                            "or null for 'unset')")
+    return problems
+
+
+def _check_target(exp: Experiment) -> list[str]:
+    t = exp.target
+    kinds = [k for k in ("local", "kubernetes", "simulated") if getattr(t, k) is not None]
+    if len(kinds) != 1:
+        return ["target: must have exactly one of local, kubernetes, simulated"
+                + (f" (found {', '.join(kinds)})" if kinds else "")]
+    problems = []
+    if t.local is not None:
+        if t.local.workload is not None and t.local.command is not None:
+            problems.append("target.local: give either workload or command, not both")
+        if t.local.command is not None and t.local.port is None and not any(
+            "{port}" in a for a in t.local.command
+        ):
+            problems.append("target.local.port: required when command does not contain '{port}'")
+        for key in t.local.env:
+            if key in {p.env_var for p in exp.parameters}:
+                problems.append(f"target.local.env.{key}: is set by a parameter; remove it here")
+    if t.kubernetes is not None and exp.prometheus.url is None:
+        problems.append("prometheus.url: required for a kubernetes target "
+                        "(autotune only starts its own Prometheus for local targets)")
+    if t.simulated is not None:
+        known = {p.name: p for p in exp.parameters}
+        for field in ("optimum", "unset"):
+            for name, value in getattr(t.simulated, field).items():
+                if name not in known:
+                    problems.append(f"target.simulated.{field}.{name}: unknown parameter")
+        for name in known:
+            if name not in t.simulated.optimum:
+                problems.append(f"target.simulated.optimum.{name}: missing")
+        if t.simulated.surface_metric not in exp.metrics:
+            problems.append(f"target.simulated.surface_metric: {t.simulated.surface_metric!r} "
+                            "is not a metric of this experiment")
+    return problems
+
+
+def _check_metrics(exp: Experiment) -> list[str]:
+    problems = []
+    for name in exp.metrics:
+        unknown = placeholders(exp.metric(name).query) - KNOWN_PLACEHOLDERS
+        if unknown:
+            problems.append(f"metrics.{name}: unknown placeholder(s) "
+                            f"{', '.join(sorted('{{' + u + '}}' for u in unknown))} "
+                            "(known: {{selector}}, {{window}})")
+    goals = exp.goals
+    for i, goal in enumerate(goals):
+        at = "objective" if len(goals) == 1 else f"objective[{i}]"
+        if (goal.minimize is None) == (goal.maximize is None):
+            problems.append(f"{at}: give exactly one of minimize, maximize")
+            continue
+        terms = goal.terms
+        if not terms:
+            problems.append(f"{at}.{goal.direction}: names no metric")
+        for metric in terms:
+            if metric not in exp.metrics:
+                problems.append(f"{at}.{goal.direction}: unknown metric {metric!r} "
+                                f"(known: {', '.join(exp.metrics)})")
+    for i, text in enumerate(exp.constraints):
+        try:
+            c = parse_constraint(text)
+        except ValueError as e:
+            problems.append(f"constraints[{i}]: {e}")
+            continue
+        if c.metric not in exp.metrics:
+            problems.append(f"constraints[{i}]: unknown metric {c.metric!r} "
+                            f"(known: {', '.join(exp.metrics)})")
+    return problems
+
+
+def _check_measure(exp: Experiment) -> list[str]:
+    problems = []
+    if exp.measure.window <= 0:
+        problems.append("measure.window: must be > 0")
+    if exp.target.kind != "simulated":
+        needed = 4 * exp.prometheus.scrape_interval
+        if exp.measure.window < needed:
+            problems.append(f"measure.window: must be >= 4 scrape intervals ({needed:g}s) so "
+                            "rates over the window are defined")
+    pattern = exp.chaos.pattern
+    if not isinstance(pattern, str):
+        if pattern.burst <= 0:
+            problems.append("chaos.pattern.burst: must be > 0")
+        if pattern.burst >= pattern.every:
+            problems.append("chaos.pattern.burst: must be shorter than every")
+        if pattern.every > exp.measure.window:
+            problems.append("chaos.pattern.every: must not be longer than measure.window, "
+                            "or the window may see no stress")
+    if exp.study.sampler == "grid":
+        for i, p in enumerate(exp.parameters):
+            if p.values is None and p.type == "float" and p.step is None:
+                problems.append(f"parameters[{i}]: the grid sampler needs values or a step")
+    if exp.study.deadline is not None and exp.study.deadline < exp.measure.warmup + exp.measure.window:
+        problems.append("study.deadline: shorter than one trial (warmup + window)")
+    return problems

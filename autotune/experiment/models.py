@@ -1,0 +1,321 @@
+"""The experiment file as frozen, typed models.
+
+Pydantic checks structure (types, unknown keys, ranges of single fields); the cross-field rules
+(a baseline value inside its parameter's range, objectives naming known metrics, ...) live in
+``checks.py`` so that every problem is reported with its path in the file.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from autotune.experiment.durations import DURATION_PATTERN, parse_duration
+from autotune.experiment.expressions import Constraint, parse_constraint
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "number", "minimum": 0},
+            ],
+            "description": "seconds, or a duration such as 500ms, 15s, 1m30s, 2h",
+        }
+    ),
+]
+Scalar = int | float | str | bool
+Setting = Scalar | None
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Parameter(Model):
+    """One runtime setting, applied as an environment variable of the service."""
+
+    name: str = Field(pattern=IDENT_PATTERN, description="name used in baseline and reports")
+    env: str | None = Field(
+        default=None, pattern=IDENT_PATTERN, description="environment variable (default: name)"
+    )
+    type: Literal["int", "float", "categorical"]
+    values: tuple[Scalar, ...] | None = Field(default=None, description="the allowed values")
+    low: float | None = None
+    high: float | None = None
+    step: float | None = Field(default=None, gt=0)
+    log: bool = False
+    description: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return self.env or self.name
+
+    def contains(self, value: Scalar) -> bool:
+        if self.values is not None:
+            return any(value == v and type(value) is type(v) for v in self.values) or (
+                self.type == "float" and _is_number(value) and float(value) in self.values
+            )
+        assert self.low is not None and self.high is not None
+        if not _is_number(value) or (self.type == "int" and not isinstance(value, int)):
+            return False
+        if not self.low <= float(value) <= self.high:
+            return False
+        if self.step is not None:
+            k = (float(value) - self.low) / self.step
+            return abs(k - round(k)) < 1e-9
+        return True
+
+    def format(self, value: Scalar) -> str:
+        """The environment-variable text of a value."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if self.type == "int" and isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class Baseline(Model):
+    """The settings in production today; a parameter left out (or null) means "variable unset"."""
+
+    repeats: int = Field(default=3, ge=1, le=50)
+    params: dict[str, Setting] = Field(default_factory=dict)
+
+
+class LoadSpec(Model):
+    """Open-loop HTTP load sent to a local target (127.0.0.1 only)."""
+
+    rate: float = Field(default=400.0, gt=0, le=50000, description="requests per second")
+    path: str = Field(default="/", pattern=r"^/")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
+    body: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    connections: int = Field(default=64, ge=1, le=10000)
+    timeout: Duration = 5.0
+
+
+class LocalTarget(Model):
+    """Run the service on this machine in a CPU-limited cgroup, restarting it for each trial."""
+
+    workload: Literal["demo"] | None = Field(
+        default=None, description="a workload shipped with autotune (default: demo)"
+    )
+    command: tuple[str, ...] | None = Field(
+        default=None, min_length=1,
+        description="argv of your own service; '{port}' is replaced by the port it must use",
+    )
+    cwd: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535, description="default: a free port")
+    health: str = Field(default="/healthz", pattern=r"^/")
+    metrics_path: str | None = Field(
+        default="/metrics", pattern=r"^/",
+        description="Prometheus metrics of the service; null if it has none",
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    cpus: float = Field(default=1.0, gt=0, le=256, description="CFS quota, in CPUs")
+    isolation: Literal["auto", "cgroup", "affinity"] = "auto"
+    ready_timeout: Duration = 30.0
+    load: LoadSpec = Field(default_factory=LoadSpec)
+
+
+class KubernetesTarget(Model):
+    """Patch the env of one container of one Deployment and wait for the rollout."""
+
+    namespace: str
+    deployment: str
+    container: str
+    context: str | None = None
+    kubeconfig: str | None = None
+    rollout_timeout: Duration = 300.0
+    on_finish: Literal["restore", "best", "leave"] = "restore"
+
+
+class SimulatedTarget(Model):
+    """A known response surface with noise, for trying autotune and for testing it.
+
+    The metric ``surface_metric`` is ``floor * (1 + sensitivity * d^2)`` times a stress factor,
+    where ``d`` is the normalised distance of the applied settings from ``optimum``.
+    """
+
+    optimum: dict[str, Scalar]
+    unset: dict[str, Scalar] = Field(
+        default_factory=dict, description="value the runtime uses when a variable is unset"
+    )
+    surface_metric: str = "p99_latency"
+    floor: float = Field(default=0.002, gt=0)
+    sensitivity: float = Field(default=4.0, ge=0)
+    noise: float = Field(default=0.03, ge=0, le=1)
+    stress_factor: float = Field(default=3.0, ge=1)
+    apply_seconds: Duration = 0.0
+    state_file: str | None = Field(
+        default=None, description="where the simulated world keeps its state (default: results/)"
+    )
+
+
+class Target(Model):
+    local: LocalTarget | None = None
+    kubernetes: KubernetesTarget | None = None
+    simulated: SimulatedTarget | None = None
+
+    @property
+    def kind(self) -> str:
+        for kind in ("local", "kubernetes", "simulated"):
+            if getattr(self, kind) is not None:
+                return kind
+        return "none"
+
+
+class Stress(Model):
+    """CPU stress as Chaos Mesh's StressChaos ``stressors.cpu`` / stress-ng ``--cpu/--cpu-load``."""
+
+    workers: int = Field(ge=1, le=8192)
+    load: int = Field(default=100, ge=1, le=100, description="percent of a CPU per worker")
+
+
+class Burst(Model):
+    every: Duration
+    burst: Duration
+
+
+class Chaos(Model):
+    stress: Stress
+    pattern: Literal["continuous"] | Burst = "continuous"
+
+
+class Prometheus(Model):
+    url: str | None = Field(
+        default=None,
+        description="an existing Prometheus; omit for local targets to start a private one",
+    )
+    scrape_interval: Duration = Field(default=1.0, description="of the private Prometheus")
+    token_env: str | None = Field(default=None, description="env var holding a bearer token")
+    token_file: str | None = None
+    verify_tls: bool = True
+    ca_file: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: Duration = 10.0
+
+
+class NoiseGuard(Model):
+    """Re-measure a trial when other processes on the host used too much CPU during it."""
+
+    enabled: bool = True
+    max_foreign_cores: float = Field(default=0.3, ge=0)
+    retries: int = Field(default=2, ge=0, le=10)
+
+
+class Measure(Model):
+    warmup: Duration = 20.0
+    window: Duration = 60.0
+    noise_guard: NoiseGuard = Field(default_factory=NoiseGuard)
+
+
+class Metric(Model):
+    query: str = Field(min_length=1, description="PromQL; {{selector}} and {{window}} filled in")
+    description: str = ""
+    unit: str = ""
+
+
+class Goal(Model):
+    """Minimize or maximize one metric, or a weighted sum of metrics."""
+
+    minimize: str | dict[str, float] | None = None
+    maximize: str | dict[str, float] | None = None
+
+    @property
+    def direction(self) -> Literal["minimize", "maximize"]:
+        return "minimize" if self.minimize is not None else "maximize"
+
+    @property
+    def terms(self) -> dict[str, float]:
+        spec = self.minimize if self.minimize is not None else self.maximize
+        if isinstance(spec, str):
+            return {spec: 1.0}
+        return dict(spec or {})
+
+    @property
+    def label(self) -> str:
+        terms = self.terms
+        if len(terms) == 1 and next(iter(terms.values())) == 1.0:
+            return next(iter(terms))
+        return " + ".join(f"{w:g}*{m}" for m, w in terms.items())
+
+
+class Study(Model):
+    trials: int = Field(default=30, ge=1, le=100000, description="COMPLETE search trials")
+    deadline: Duration | None = Field(default=None, description="no trial starts past this")
+    sampler: Literal["auto", "gp", "tpe", "random", "grid"] = "auto"
+    seed: int | None = None
+    storage: str | None = Field(
+        default=None, description="SQLAlchemy URL (default sqlite:///results/<name>/study.db)"
+    )
+    heartbeat: Duration = Field(default=10.0, gt=0)
+    stop_after_failures: int = Field(
+        default=5, ge=1, description="stop the study after this many failed trials in a row"
+    )
+
+
+class Experiment(Model):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    target: Target
+    parameters: tuple[Parameter, ...] = Field(min_length=1)
+    baseline: Baseline = Field(default_factory=Baseline)
+    chaos: Chaos
+    prometheus: Prometheus = Field(default_factory=Prometheus)
+    measure: Measure = Field(default_factory=Measure)
+    metrics: dict[str, str | Metric] = Field(min_length=1)
+    objective: Goal | tuple[Goal, ...]
+    constraints: tuple[str, ...] = ()
+    study: Study = Field(default_factory=Study)
+
+    @property
+    def goals(self) -> tuple[Goal, ...]:
+        return self.objective if isinstance(self.objective, tuple) else (self.objective,)
+
+    @property
+    def parsed_constraints(self) -> tuple[Constraint, ...]:
+        return tuple(parse_constraint(c) for c in self.constraints)
+
+    def metric(self, name: str) -> Metric:
+        spec = self.metrics[name]
+        return spec if isinstance(spec, Metric) else Metric(query=spec)
+
+    @property
+    def required_metrics(self) -> frozenset[str]:
+        """Metrics the objective or a constraint needs; a trial fails without them."""
+        names = {m for goal in self.goals for m in goal.terms}
+        names.update(c.metric for c in self.parsed_constraints)
+        return frozenset(names)
+
+    def parameter(self, name: str) -> Parameter:
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def baseline_settings(self) -> dict[str, Setting]:
+        return {p.name: self.baseline.params.get(p.name) for p in self.parameters}
+
+    @property
+    def max_trial_seconds(self) -> float:
+        """A generous bound on one trial, used to fail trials left RUNNING by a dead process."""
+        apply = 60.0
+        if self.target.local is not None:
+            apply = self.target.local.ready_timeout
+        elif self.target.kubernetes is not None:
+            apply = self.target.kubernetes.rollout_timeout
+        elif self.target.simulated is not None:
+            apply = self.target.simulated.apply_seconds
+        one = apply + self.measure.warmup + self.measure.window + 120.0
+        return one * (1 + self.measure.noise_guard.retries)

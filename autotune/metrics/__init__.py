@@ -1,0 +1,1 @@
+"""Metric sources: read every metric of a trial for its measurement window."""

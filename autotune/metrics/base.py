@@ -1,0 +1,36 @@
+"""The MetricSource protocol.
+
+Contract (checked by tests/contract/test_metric_source_contract.py for every implementation):
+
+- ``observe(live)`` makes sure the source sees the live candidate (e.g. scrapes it) before the
+  warm-up ends.
+- ``read(queries, window, live)`` evaluates every rendered query for the window that ended at
+  ``window.end`` and returns, per metric name, a float or an ``Unavailable`` with the reason.
+  It never invents a value: an empty result, several series where one was expected, NaN or an
+  error is ``Unavailable``. It only returns once data up to ``window.end`` has been collected.
+- ``close()`` stops whatever the source started; idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from autotune.live import Live, Window
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    reason: str
+
+
+Reading = float | Unavailable
+
+
+class MetricSource(Protocol):
+    def observe(self, live: Live) -> None: ...
+
+    def read(self, queries: Mapping[str, str], window: Window, live: Live) -> dict[str, Reading]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""The study engine: Optuna studies, the trial phases, interrupts, the journal."""

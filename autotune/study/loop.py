@@ -1,0 +1,300 @@
+"""The study loop: baseline repeats first, then sampler-chosen trials until the budget or deadline.
+
+Trials run through ``study.optimize`` (one at a time) so Optuna's heartbeat covers them. The
+target is restored and the metric source closed however the loop ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune import __version__
+from autotune.clock import Clock
+from autotune.errors import StudyError
+from autotune.experiment.models import Experiment, Setting
+from autotune.study import storage as st
+from autotune.study.interrupts import Interrupted, shielded
+from autotune.study.journal import Journal
+from autotune.study.objective import score
+from autotune.study.samplers import make_sampler
+from autotune.study.space import suggest, to_env
+from autotune.study.trial import Backends, TrialFailed, measure
+
+log = logging.getLogger(__name__)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+class Progress(Protocol):
+    """What the loop tells whoever displays it. Implementations must not raise."""
+
+    def study_started(self, info: dict[str, Any]) -> None: ...
+
+    def trial_started(self, number: int, kind: str, settings: dict[str, Setting]) -> None: ...
+
+    def phase(self, name: str) -> None: ...
+
+    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
+
+
+@dataclass
+class RunResult:
+    study: str
+    stop_reason: str
+    completed: int
+    failed_this_run: int
+    best: dict[str, Any] | None
+    baseline: list[dict[str, Any]] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunOptions:
+    trials: int
+    new_study: bool = False
+    storage: str | None = None
+
+
+def is_search(t: FrozenTrial) -> bool:
+    return t.user_attrs.get("kind", "search") == "search"
+
+
+def completed_search(study: optuna.Study) -> int:
+    return sum(1 for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+               if is_search(t))
+
+
+def best_summary(exp: Experiment, study: optuna.Study) -> dict[str, Any] | None:
+    """The best feasible trial (or the Pareto front), as plain data."""
+    completed = [t for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])]
+    if not completed:
+        return None
+    try:
+        if len(exp.goals) > 1:
+            front = study.best_trials
+            return {"pareto": [trial_summary(t) for t in front]} if front else None
+        return trial_summary(study.best_trial)
+    except ValueError:  # no feasible trial yet
+        return None
+
+
+def trial_summary(t: FrozenTrial) -> dict[str, Any]:
+    return {
+        "number": t.number,
+        "state": t.state.name,
+        "kind": t.user_attrs.get("kind", "search"),
+        "settings": t.user_attrs.get("settings", t.params),
+        "values": t.values,
+        "constraints": {k: v for k, v in t.constraints.items() if not k.isdigit()},
+        "metrics": t.user_attrs.get("record", {}).get("metrics", {}),
+        "failure": t.user_attrs.get("failure"),
+    }
+
+
+def enqueue_baseline(exp: Experiment, reference: optuna.Study) -> int:
+    """Queue the baseline repeats still missing (a failed repeat is measured again)."""
+    present = sum(
+        1 for t in reference.get_trials(
+            deepcopy=False, states=[TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING])
+        if t.user_attrs.get("kind") == "baseline"
+    )
+    missing = max(0, exp.baseline.repeats - present)
+    for i in range(missing):
+        reference.enqueue_trial({}, user_attrs={"kind": "baseline", "repeat": present + i + 1,
+                                                "settings": exp.baseline_settings()})
+    return missing
+
+
+class StudyRunner:
+    def __init__(
+        self,
+        exp: Experiment,
+        backends: Backends,
+        *,
+        clock: Clock,
+        progress: Progress,
+        journal: Journal,
+        experiment_hash: str,
+    ) -> None:
+        self.exp, self.backends, self.clock = exp, backends, clock
+        self.progress, self.journal, self.hash = progress, journal, experiment_hash
+        self.sampler_name = ""
+        self.study_name = ""
+        self.trial_seconds: list[float] = []
+        self.failures_in_a_row: list[str] = []
+        self.failed = 0
+
+    # --- the objective Optuna calls --------------------------------------------------------
+
+    def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        kind = trial.user_attrs.get("kind", "search")
+        settings: dict[str, Setting] = (
+            suggest(trial, self.exp) if kind == "search" else dict(trial.user_attrs["settings"])
+        )
+        env = to_env(self.exp, settings)
+        trial.set_user_attr("worker", st.worker_id())
+        trial.set_user_attr("kind", kind)
+        trial.set_user_attr("settings", settings)
+        record: dict[str, Any] = {
+            "study": self.study_name, "number": trial.number, "kind": kind,
+            "settings": settings, "env": env, "started": self.clock.now(),
+            "sampler": self.sampler_name if kind == "search" else "fixed",
+            "autotune_version": __version__, "host": socket.gethostname(),
+            "experiment_hash": self.hash, "target": self.exp.target.kind,
+        }
+        retried = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        if retried is not None:
+            record["retry_of"] = retried
+        self.progress.trial_started(trial.number, kind, settings)
+        t0 = self.clock.monotonic()
+        labels = {"app.kubernetes.io/managed-by": "autotune",
+                  "autotune/study": self.exp.name, "autotune/trial": str(trial.number)}
+        try:
+            metrics = measure(self.exp, self.backends, env, clock=self.clock, labels=labels,
+                              record=record, on_phase=self.progress.phase)
+            scored = score(self.exp, metrics)
+            for text, violation in scored.violations.items():
+                trial.set_constraint(text, violation)
+            record.update(state="COMPLETE", values=list(scored.values),
+                          constraints=scored.violations, feasible=scored.feasible)
+            return scored.values[0] if len(scored.values) == 1 else scored.values
+        except TrialFailed as e:
+            record.update(state="FAIL", failure=e.reason)
+            raise
+        except Interrupted as e:
+            record.update(state="FAIL", failure=f"interrupted ({e.signame})")
+            raise
+        except Exception as e:  # the trial boundary: a bug must not lose the study
+            log.exception("trial %d crashed", trial.number)
+            record.update(state="FAIL", failure=f"internal error: {type(e).__name__}: {e}")
+            raise TrialFailed(record["failure"]) from e
+        finally:
+            record["finished"] = self.clock.now()
+            record["seconds"] = round(self.clock.monotonic() - t0, 3)
+            with shielded():
+                trial.set_user_attr("record", record)
+                if record.get("failure"):
+                    trial.set_user_attr("failure", record["failure"])
+                self.journal.append(record)
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def _estimate_trial_seconds(self) -> float:
+        if self.trial_seconds:
+            return max(self.trial_seconds)
+        m = self.exp.measure
+        return m.warmup + m.window + 10.0
+
+    def _run_one(self, study: optuna.Study) -> None:
+        before = len(study.get_trials(deepcopy=False))
+        t0 = self.clock.monotonic()
+        try:
+            study.optimize(self.objective, n_trials=1, catch=(TrialFailed,),
+                           gc_after_trial=False, show_progress_bar=False)
+        except Interrupted:
+            self._retry_interrupted(study, before)
+            raise
+        trials = study.get_trials(deepcopy=False)
+        last = trials[before] if len(trials) > before else None
+        if last is None:
+            return
+        if last.state == TrialState.COMPLETE:
+            self.trial_seconds.append(self.clock.monotonic() - t0)
+            self.failures_in_a_row.clear()
+        else:
+            self.failed += 1
+            self.failures_in_a_row.append(str(last.user_attrs.get("failure", "unknown")))
+        self.progress.trial_finished(last.user_attrs.get("record", trial_summary(last)),
+                                     best_summary(self.exp, study))
+
+    def _retry_interrupted(self, study: optuna.Study, before: int) -> None:
+        trials = study.get_trials(deepcopy=False)
+        if len(trials) > before and trials[before].state == TrialState.FAIL:
+            with shielded():
+                st.retry(study, trials[before])
+
+    def _check_failures(self) -> None:
+        limit = self.exp.study.stop_after_failures
+        if len(self.failures_in_a_row) >= limit:
+            last = self.failures_in_a_row[-1]
+            raise StudyError([f"{limit} trials in a row failed; the last one: {last}"])
+
+    def run(self, studies: st.Studies, budget: int) -> RunResult:
+        exp, b = self.exp, self.backends
+        self.study_name = studies.name
+        orphans = st.fail_orphans(studies, exp.max_trial_seconds)
+        for line in orphans:
+            log.warning("%s", line)
+        deadline = (self.clock.monotonic() + exp.study.deadline
+                    if exp.study.deadline is not None else None)
+        stop = "budget reached"
+        try:
+            leftovers = b.injector.cleanup() + b.target.cleanup()
+            for line in leftovers:
+                log.warning("left over from an earlier run, removed: %s", line)
+            enqueue_baseline(exp, studies.reference)
+            self.progress.study_started({
+                "study": studies.name, "storage": st.redact(studies.url), "budget": budget,
+                "completed": completed_search(studies.search), "target": b.target.describe(),
+            })
+            while any(t.state == TrialState.WAITING
+                      for t in studies.reference.get_trials(deepcopy=False)):
+                if deadline is not None and (self.clock.monotonic()
+                                             + self._estimate_trial_seconds() > deadline):
+                    stop = "deadline"
+                    break
+                self._run_one(studies.reference)
+                self._check_failures()
+            while stop != "deadline" and completed_search(studies.search) < budget:
+                if deadline is not None and (self.clock.monotonic()
+                                             + self._estimate_trial_seconds() > deadline):
+                    stop = "deadline"
+                    break
+                n = len(studies.search.get_trials(deepcopy=False))
+                self.sampler_name, studies.search.sampler = make_sampler(exp, n)
+                studies.search.set_user_attr("sampler", self.sampler_name)
+                self._run_one(studies.search)
+                self._check_failures()
+        except Interrupted:
+            stop = "interrupted"
+            raise
+        finally:
+            with shielded():
+                self._finish(studies)
+        return RunResult(
+            study=studies.name, stop_reason=stop,
+            completed=completed_search(studies.search),
+            failed_this_run=self.failed, best=best_summary(exp, studies.search),
+            baseline=baseline_values(studies.reference), orphans=orphans,
+        )
+
+    def _finish(self, studies: st.Studies) -> None:
+        b = self.backends
+        errors = []
+        for name, undo in (("stress", b.injector.cleanup), ("target", b.target.restore),
+                           ("metrics", b.source.close)):
+            try:
+                undo()
+            except Exception as e:  # keep undoing the rest; report all
+                errors.append(f"{name}: {e}")
+                log.error("could not restore %s: %s", name, e)
+        if errors:
+            raise StudyError(["cleanup incomplete: " + "; ".join(errors)])
+
+
+def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:
+    return [trial_summary(t) for t in reference.get_trials(deepcopy=False)
+            if t.user_attrs.get("kind") == "baseline" and t.state == TrialState.COMPLETE]
+
+
+def spread(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}

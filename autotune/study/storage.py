@@ -1,0 +1,226 @@
+"""Persisted studies: where they live, how a run finds its own, and what a dead run left RUNNING.
+
+A run uses two Optuna studies in one storage:
+
+- ``<name>``: the search. Only sampler-chosen trials (and their retries) are here, so the
+  sampler never sees a baseline whose settings ("variable unset") are outside the space.
+- ``<name>:reference``: fixed configurations measured for comparison: the baseline repeats
+  (and, later, confirmation re-runs). Each carries its settings in user attrs.
+
+``--new-study`` starts ``<name>@<UTC time>``; the newest study of a name is the current one, and
+older ones are kept.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune import __version__
+from autotune.errors import StudyError
+from autotune.experiment.models import Experiment
+from autotune.study.objective import directions
+from autotune.study.space import describe_space
+
+log = logging.getLogger(__name__)
+
+REFERENCE_SUFFIX = ":reference"
+
+
+def results_dir(exp: Experiment) -> Path:
+    return Path("results") / exp.name
+
+
+def storage_url(exp: Experiment, override: str | None = None) -> str:
+    return override or exp.study.storage or f"sqlite:///{results_dir(exp)}/study.db"
+
+
+def open_storage(url: str, heartbeat: float) -> RDBStorage:
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A second reader (status while running) must wait for the writer, not fail.
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+    interval = max(1, round(heartbeat))
+    try:
+        with warnings.catch_warnings():
+            # Heartbeats are "experimental" since Optuna 2.8; we depend on them knowingly.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(
+                url,
+                heartbeat_interval=interval,
+                grace_period=interval * 6,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                **kwargs,
+            )
+    except Exception as e:  # SQLAlchemy raises many types for a bad URL or unreachable server
+        raise StudyError([f"cannot open the study storage {redact(url)}: {e}"]) from None
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for messages and records."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url
+
+
+@dataclass
+class Studies:
+    search: optuna.Study
+    reference: optuna.Study
+    storage: RDBStorage
+    url: str
+
+    @property
+    def name(self) -> str:
+        return self.search.study_name
+
+
+def _current_name(storage: RDBStorage, base: str) -> str | None:
+    candidates = [
+        s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+        if (s.study_name == base or s.study_name.startswith(base + "@"))
+        and not s.study_name.endswith(REFERENCE_SUFFIX)
+    ]
+    if not candidates:
+        return None
+    newest = max(candidates, key=lambda s: (s.datetime_start or dt.datetime.min, s._study_id))
+    return newest.study_name
+
+
+def fingerprint(exp: Experiment) -> dict[str, Any]:
+    return {
+        "space": describe_space(exp),
+        "directions": directions(exp),
+        "objective": [g.label for g in exp.goals],
+        "constraints": list(exp.constraints),
+    }
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    changes = []
+    if old.get("directions") != new["directions"] or old.get("objective") != new["objective"]:
+        changes.append(f"objective changed from {old.get('directions')} {old.get('objective')} "
+                       f"to {new['directions']} {new['objective']}")
+    old_space, new_space = old.get("space", {}), new["space"]
+    for name in sorted(old_space.keys() | new_space.keys()):
+        if name not in new_space:
+            changes.append(f"parameter {name} was removed")
+        elif name not in old_space:
+            changes.append(f"parameter {name} was added")
+        elif old_space[name] != new_space[name]:
+            changes.append(f"parameter {name} changed from {old_space[name]} to {new_space[name]}")
+    if old.get("constraints", []) != new["constraints"]:
+        changes.append(f"constraints changed from {old.get('constraints')} to "
+                       f"{new['constraints']}")
+    return changes
+
+
+def open_for_run(exp: Experiment, url: str, *, new_study: bool = False) -> Studies:
+    storage = open_storage(url, exp.study.heartbeat)
+    current = _current_name(storage, exp.name)
+    fp = fingerprint(exp)
+    if current is not None and not new_study:
+        search = optuna.load_study(study_name=current, storage=storage)
+        changes = _differences(search.user_attrs.get("fingerprint", {}), fp)
+        if changes:
+            raise StudyError(
+                [f"the study {current!r} in {redact(url)} was started with a different "
+                 f"experiment: {c}" for c in changes]
+                + ["run with --new-study to start a new study (the old one is kept), or use "
+                   "--storage to put it elsewhere"]
+            )
+    else:
+        name = exp.name
+        if current is not None:
+            name = f"{exp.name}@{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
+        search = optuna.create_study(study_name=name, storage=storage,
+                                     directions=directions(exp))
+        search.set_user_attr("fingerprint", fp)
+        search.set_user_attr("experiment", exp.name)
+        search.set_user_attr("autotune_version", __version__)
+    reference = optuna.create_study(
+        study_name=search.study_name + REFERENCE_SUFFIX, storage=storage,
+        directions=directions(exp), load_if_exists=True,
+    )
+    return Studies(search=search, reference=reference, storage=storage, url=url)
+
+
+def open_existing(exp: Experiment, url: str) -> Studies:
+    storage = open_storage(url, exp.study.heartbeat)
+    current = _current_name(storage, exp.name)
+    if current is None:
+        raise StudyError([f"no study named {exp.name!r} in {redact(url)}: "
+                          "run `autotune run` with this experiment first"])
+    search = optuna.load_study(study_name=current, storage=storage)
+    try:
+        reference = optuna.load_study(study_name=current + REFERENCE_SUFFIX, storage=storage)
+    except KeyError:
+        reference = optuna.create_study(study_name=current + REFERENCE_SUFFIX, storage=storage,
+                                        directions=directions(exp), load_if_exists=True)
+    return Studies(search=search, reference=reference, storage=storage, url=url)
+
+
+# --- trials left RUNNING by a dead process -------------------------------------------------
+
+def _process_start(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces; fields after the last ')' are fixed.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def worker_id() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
+
+
+def _alive(worker: dict[str, Any]) -> bool:
+    start = _process_start(int(worker.get("pid", -1)))
+    return start is not None and start == worker.get("start")
+
+
+def retry(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Queue the trial's settings once more (Optuna's callback keeps the retry history)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
+
+
+def fail_orphans(studies: Studies, max_age_seconds: float) -> list[str]:
+    """Fail RUNNING trials whose process is gone (same host) or that are older than any trial
+    can be (another host), and queue their settings once more."""
+    done = []
+    now = dt.datetime.now()
+    host = socket.gethostname()
+    for study in (studies.search, studies.reference):
+        for t in study.get_trials(deepcopy=False, states=[TrialState.RUNNING]):
+            worker = t.user_attrs.get("worker") or {}
+            age = (now - t.datetime_start).total_seconds() if t.datetime_start else 0.0
+            if worker.get("host") == host and not _alive(worker):
+                reason = f"the process running it (pid {worker.get('pid')}) died"
+            elif age > max_age_seconds:
+                reason = f"still RUNNING after {age:.0f}s, longer than any trial can take"
+            else:
+                continue
+            studies.storage.set_trial_user_attr(t._trial_id, "failure", reason)
+            if studies.storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+                retry(study, studies.storage.get_trial(t._trial_id))
+                done.append(f"trial {t.number} of {study.study_name}: {reason}; queued again")
+    return done

@@ -1,0 +1,1 @@
+"""Targets: where a candidate configuration is applied (a local process, a Deployment)."""

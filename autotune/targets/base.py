@@ -1,0 +1,47 @@
+"""The Target protocol: apply a candidate's environment, wait until it is live, put things back.
+
+Contract (checked by tests/contract/test_target_contract.py for every implementation):
+
+- ``apply(env)`` sets exactly the given variables (``None`` = unset) on the service, replacing the
+  previous candidate, and returns only when the new configuration is serving (never a fixed sleep
+  alone). Raises ``TargetError`` if it does not become live in time; the target is then left in a
+  state ``restore()`` can undo.
+- ``check(live)`` raises ``TargetError`` if the service restarted or changed since ``apply``
+  (a measurement spanning a restart is not a measurement).
+- ``restore()`` puts the target back as it was found (or applies the study's choice) and is
+  idempotent; it runs in ``finally``.
+- ``cleanup()`` undoes what a dead run of this study left behind and says what it did.
+- ``noise_probe()`` returns a probe of CPU used by other processes, or None where that cannot be
+  measured (a cluster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from autotune.live import Live
+
+Env = Mapping[str, str | None]
+
+
+class NoiseProbe(Protocol):
+    def begin(self) -> None: ...
+
+    def end(self) -> float:
+        """CPU cores used on the host by processes that are not ours since ``begin``."""
+
+
+class Target(Protocol):
+    def describe(self) -> dict[str, Any]:
+        """JSON-able facts about the target for reports (kind, CPU limit, Go version, ...)."""
+
+    def apply(self, env: Env) -> Live: ...
+
+    def check(self, live: Live) -> None: ...
+
+    def restore(self) -> None: ...
+
+    def cleanup(self) -> list[str]: ...
+
+    def noise_probe(self) -> NoiseProbe | None: ...

@@ -1,0 +1,3 @@
+module autotune/demo
+
+go 1.25

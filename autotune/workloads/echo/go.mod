@@ -1,0 +1,3 @@
+module autotune/echo
+
+go 1.25

@@ -1,0 +1,3 @@
+module autotune/loadgen
+
+go 1.25

@@ -1,0 +1,390 @@
+// Command loadgen is an open-loop HTTP load generator in the style of wrk2.
+//
+// Request i is scheduled at start + i/rate. Its latency is measured from that
+// SCHEDULED time (not from the actual send) until the response body has been
+// read completely, so a slow server cannot slow the generator down and hide
+// its own latency (no coordinated omission). At most -connections requests are
+// in flight; further due requests wait in a queue, and their latency keeps
+// counting while they wait. If the queue holds more than 10 s worth of
+// requests (10 x rate), newly due requests are counted as outcome="dropped"
+// instead of being queued. Only loopback targets are allowed.
+//
+// Metrics on -listen (/metrics, Prometheus text format 0.0.4):
+//
+//	loadgen_request_duration_seconds   histogram, every completed request (ok and error)
+//	loadgen_requests_total{outcome}    counter, outcome = ok | error | dropped
+//	loadgen_requests_scheduled_total   counter
+//	loadgen_target_rate_per_second     gauge
+//	loadgen_in_flight                  gauge
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type headerList []string
+
+func (h *headerList) String() string { return strings.Join(*h, ", ") }
+func (h *headerList) Set(v string) error {
+	k, _, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("header %q: want \"Key: Value\"", v)
+	}
+	*h = append(*h, v)
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func checkTarget(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("target %q: only http:// is supported", raw)
+	}
+	if !isLoopbackHost(u.Hostname()) {
+		return nil, fmt.Errorf("target %q: only loopback hosts (127.0.0.0/8, localhost, [::1]) are allowed", raw)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("target %q: userinfo not supported", raw)
+	}
+	return u, nil
+}
+
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("bad port %q", port)
+	}
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("refusing to listen on %q: loopback only", host)
+	}
+	return nil
+}
+
+// loopbackOnly is a net.Dialer Control hook: the resolved peer address must be
+// a loopback address, whatever the target host name resolved to.
+func loopbackOnly(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to connect to non-loopback address %s", address)
+	}
+	return nil
+}
+
+type loadgen struct {
+	target  string
+	method  string
+	body    string
+	headers http.Header
+	host    string
+	rate    float64
+	client  *http.Client
+
+	queue chan time.Time // scheduled times of due requests
+
+	connections int
+	start       time.Time // schedule origin: request i is due at start + i/rate
+
+	hist                  *histogram
+	scheduled             atomic.Uint64
+	ok, errs, dropped     atomic.Uint64
+	errTimeout, errTransp atomic.Uint64
+	errStatus             atomic.Uint64
+	inFlight              atomic.Int64
+}
+
+// schedule enqueues request i at start + i/rate until ctx is done.
+func (lg *loadgen) schedule(ctx context.Context) {
+	start := lg.start
+	interval := float64(time.Second) / lg.rate
+	at := func(i int64) time.Time { return start.Add(time.Duration(float64(i) * interval)) }
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var i int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		due := int64(float64(now.Sub(start))/interval) + 1 // requests with at(i) <= now
+		for ; i < due; i++ {
+			lg.scheduled.Add(1)
+			select {
+			case lg.queue <- at(i):
+			default:
+				lg.dropped.Add(1)
+			}
+		}
+		timer.Reset(time.Until(at(i)))
+	}
+}
+
+func (lg *loadgen) worker(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		var sched time.Time
+		select {
+		case <-ctx.Done():
+			return
+		case sched = <-lg.queue:
+		}
+		lg.inFlight.Add(1)
+		err := lg.do(ctx)
+		lat := time.Since(sched)
+		lg.inFlight.Add(-1)
+		if ctx.Err() != nil {
+			return // shutting down: the aborted request is not a server error
+		}
+		lg.hist.observe(lat)
+		if err == nil {
+			lg.ok.Add(1)
+			continue
+		}
+		lg.errs.Add(1)
+		var se statusError
+		var ne net.Error
+		switch {
+		case errors.As(err, &se):
+			lg.errStatus.Add(1)
+		case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+			lg.errTimeout.Add(1)
+		default:
+			lg.errTransp.Add(1)
+		}
+	}
+}
+
+type statusError int
+
+func (e statusError) Error() string { return "HTTP status " + strconv.Itoa(int(e)) }
+
+func (lg *loadgen) do(ctx context.Context) error {
+	var body io.Reader
+	if lg.body != "" {
+		body = strings.NewReader(lg.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, lg.method, lg.target, body)
+	if err != nil {
+		return err
+	}
+	for k, v := range lg.headers {
+		req.Header[k] = v
+	}
+	if lg.host != "" {
+		req.Host = lg.host
+	}
+	resp, err := lg.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return statusError(resp.StatusCode)
+	}
+	return nil
+}
+
+func (lg *loadgen) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	var pw promWriter
+	pw.histogram("loadgen_request_duration_seconds",
+		"Latency from the scheduled send time to the response fully read (open loop, coordinated-omission free); all completed requests, ok and error.", lg.hist)
+	pw.header("loadgen_requests_total", "counter", "Requests by outcome: ok (2xx), error (transport error, timeout or non-2xx), dropped (queue over 10 s of backlog).")
+	pw.sample("loadgen_requests_total", float64(lg.ok.Load()), "outcome", "ok")
+	pw.sample("loadgen_requests_total", float64(lg.errs.Load()), "outcome", "error")
+	pw.sample("loadgen_requests_total", float64(lg.dropped.Load()), "outcome", "dropped")
+	pw.header("loadgen_request_errors_total", "counter", "Error outcomes broken down by reason.")
+	pw.sample("loadgen_request_errors_total", float64(lg.errTimeout.Load()), "reason", "timeout")
+	pw.sample("loadgen_request_errors_total", float64(lg.errTransp.Load()), "reason", "transport")
+	pw.sample("loadgen_request_errors_total", float64(lg.errStatus.Load()), "reason", "status")
+	pw.counter("loadgen_requests_scheduled_total", "Requests whose scheduled time has come.", float64(lg.scheduled.Load()))
+	pw.gauge("loadgen_target_rate_per_second", "Configured request rate (-rate).", lg.rate)
+	pw.gauge("loadgen_in_flight", "Requests currently being sent or awaiting a response.", float64(lg.inFlight.Load()))
+	pw.gauge("loadgen_queue_length", "Due requests waiting for a free connection.", float64(len(lg.queue)))
+	pw.gauge("loadgen_connections", "Configured maximum concurrent requests (-connections).", float64(lg.connections))
+	pw.gauge("loadgen_start_time_seconds", "Unix time at which the schedule started.", float64(lg.start.UnixNano())/1e9)
+	writeProcessCPU(&pw)
+	w.Header().Set("Content-Type", promContentType)
+	_, _ = w.Write(pw.b.Bytes())
+}
+
+func main() {
+	target := flag.String("target", "", "target URL, loopback only: http://127.0.0.1:PORT/path, http://localhost:PORT/..., http://[::1]:PORT/... (required)")
+	rate := flag.Float64("rate", 0, "requests per second, open loop (required, > 0)")
+	listen := flag.String("listen", "", "loopback address for this generator's /metrics and /healthz, e.g. 127.0.0.1:9100 (required)")
+	connections := flag.Int("connections", 64, "max concurrent in-flight requests (and kept-alive connections)")
+	method := flag.String("method", http.MethodGet, "HTTP method")
+	body := flag.String("body", "", "request body")
+	var headers headerList
+	flag.Var(&headers, "header", "extra request header \"Key: Value\" (repeatable)")
+	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
+	maxDuration := flag.Duration("max-duration", time.Hour, "dead-man switch: exit by itself after this long")
+	flag.Parse()
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	log.SetPrefix("loadgen: ")
+
+	fail := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "loadgen: "+format+"\n", a...)
+		os.Exit(2)
+	}
+	if flag.NArg() > 0 {
+		fail("unexpected arguments: %q", flag.Args())
+	}
+	if *target == "" || *listen == "" {
+		fail("-target and -listen are required")
+	}
+	u, err := checkTarget(*target)
+	if err != nil {
+		fail("%v", err)
+	}
+	if err := checkListen(*listen); err != nil {
+		fail("-listen: %v", err)
+	}
+	if !(*rate > 0) || math.IsInf(*rate, 0) {
+		fail("-rate must be a positive number")
+	}
+	if *connections < 1 {
+		fail("-connections must be >= 1")
+	}
+	if *timeout <= 0 || *maxDuration <= 0 {
+		fail("-timeout and -max-duration must be positive")
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400) // keep the generator itself cheap
+	}
+
+	hdr := http.Header{}
+	host := ""
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if strings.EqualFold(k, "Host") {
+			host = v
+			continue
+		}
+		hdr.Add(k, v)
+	}
+
+	dialer := &net.Dialer{Timeout: *timeout, KeepAlive: 30 * time.Second, Control: loopbackOnly}
+	transport := &http.Transport{
+		Proxy:               nil, // never go through a proxy from the environment
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        *connections,
+		MaxIdleConnsPerHost: *connections,
+		MaxConnsPerHost:     *connections,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	qcap := int(math.Ceil(10 * *rate))
+	if qcap < 1 {
+		qcap = 1
+	}
+	lg := &loadgen{
+		target:  u.String(),
+		method:  *method,
+		body:    *body,
+		headers: hdr,
+		host:    host,
+		rate:    *rate,
+		client: &http.Client{
+			Transport: transport,
+			Timeout:   *timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse // never follow redirects
+			},
+		},
+		connections: *connections,
+		queue:       make(chan time.Time, qcap),
+		hist:        newHistogram(renardBounds(-4, 1)), // 0.0001 s .. 10 s
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Printf("listen %s: %v", *listen, err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", lg.handleMetrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigCtx, *maxDuration)
+	defer cancel()
+
+	log.Printf("target=%s rate=%g/s connections=%d timeout=%v max-duration=%v metrics=http://%s/metrics GOMAXPROCS=%d",
+		lg.target, lg.rate, lg.connections, *timeout, *maxDuration, ln.Addr(), runtime.GOMAXPROCS(0))
+
+	var wg sync.WaitGroup
+	for i := 0; i < *connections; i++ {
+		wg.Add(1)
+		go lg.worker(ctx, &wg)
+	}
+	lg.start = time.Now() // written before the goroutines that read it start
+	go lg.schedule(ctx)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	exit := 0
+	select {
+	case err := <-serveErr:
+		log.Printf("metrics server: %v", err)
+		exit = 1
+	case <-ctx.Done():
+		if sigCtx.Err() == nil {
+			log.Printf("max-duration %v reached, exiting", *maxDuration)
+		}
+	}
+	cancel()
+	wg.Wait()
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), time.Second)
+	_ = srv.Shutdown(shutCtx)
+	cancelShut()
+	log.Printf("scheduled=%d ok=%d error=%d dropped=%d (timeout=%d transport=%d status=%d)",
+		lg.scheduled.Load(), lg.ok.Load(), lg.errs.Load(), lg.dropped.Load(),
+		lg.errTimeout.Load(), lg.errTransp.Load(), lg.errStatus.Load())
+	os.Exit(exit)
+}
