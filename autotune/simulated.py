@@ -5,9 +5,9 @@ a surface whose optimum is known. It is stateful and persistent (a JSON file), s
 leaves evidence a later run or a test can inspect: which settings are applied, which stress
 injections are active, and every injection ever made.
 
-The surface: ``floor * (1 + sensitivity * d^2)``, where ``d^2`` is the mean squared distance of
+The surface (the metric whose query is ``surface``): ``floor * (1 + sensitivity * d^2)``, where ``d^2`` is the mean squared distance of
 the applied settings from the optimum with each parameter scaled to [0, 1]; multiplied by
-``stress_factor`` when stress was active during the window, then by ``1 + noise * N(0, 1)``.
+``1 + (stress_factor - 1) * (fraction of the window under stress)``, then by ``1 + noise * N(0, 1)``.
 """
 
 from __future__ import annotations
@@ -105,8 +105,7 @@ class SimulatedService:
         self._generation = 0
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "simulated", "surface_metric": self.spec.surface_metric,
-                "noise": self.spec.noise, "state_file": str(self.world.path)}
+        return {"kind": "simulated", "noise": self.spec.noise, "state_file": str(self.world.path)}
 
     def apply(self, env: Env) -> Live:
         by_env = {p.env_var for p in self.exp.parameters}
@@ -206,7 +205,16 @@ class SimulatedInjector:
 
 
 class SimulatedMetrics:
-    """Evaluates the surface for what was applied and whether stress overlapped the window."""
+    """Answers the world's own two queries for the window:
+
+    - ``surface``: the response surface at the applied settings (stressed if stress overlapped
+      the window), with noise;
+    - ``stress``: the fraction of the window during which stress was injected.
+
+    Anything else has no series; text that is not a bare word is a parse error.
+    """
+
+    QUERIES = ("surface", "stress")
 
     def __init__(self, exp: Experiment, world: World, seed: int | None = None) -> None:
         assert exp.target.simulated is not None
@@ -220,21 +228,26 @@ class SimulatedMetrics:
         state = self.world.load()
         applied = state.get("applied")
         out: dict[str, Reading] = {}
-        for name in queries:
-            if name != self.spec.surface_metric:
-                out[name] = Unavailable(f"the simulated world only has {self.spec.surface_metric}")
-                continue
-            if applied is None:
+        stressed = 0.0
+        for e in [*state["active"].values(), *state["history"]]:
+            end = min(e["end"] or e["expires"], window.end)
+            stressed += max(0.0, end - max(e["start"], window.start))
+        fraction = min(1.0, stressed / window.seconds) if window.seconds > 0 else 0.0
+        for name, query in queries.items():
+            query = query.strip()
+            if not query.isidentifier():
+                out[name] = Unavailable(f"parse error in {query!r}: the simulated world only "
+                                        f"answers {', '.join(self.QUERIES)}")
+            elif query not in self.QUERIES:
+                out[name] = Unavailable(f"no series for {query!r}")
+            elif applied is None:
                 out[name] = Unavailable("no series: nothing is running")
-                continue
-            stressed = any(
-                e["start"] < window.end and (e["end"] or e["expires"]) > window.start
-                for e in [*state["active"].values(), *state["history"]]
-            )
-            value = surface(self.exp, self.spec, applied["env"])
-            if stressed:
-                value *= self.spec.stress_factor
-            out[name] = max(0.0, value * (1 + self.spec.noise * self.rng.gauss(0, 1)))
+            elif query == "stress":
+                out[name] = fraction
+            else:
+                value = surface(self.exp, self.spec, applied["env"])
+                value *= 1 + (self.spec.stress_factor - 1) * fraction
+                out[name] = max(0.0, value * (1 + self.spec.noise * self.rng.gauss(0, 1)))
         return out
 
     def close(self) -> None:

@@ -127,9 +127,6 @@ def _check_target(exp: Experiment) -> list[str]:
         for name in known:
             if name not in t.simulated.optimum:
                 problems.append(f"target.simulated.optimum.{name}: missing")
-        if t.simulated.surface_metric not in exp.metrics:
-            problems.append(f"target.simulated.surface_metric: {t.simulated.surface_metric!r} "
-                            "is not a metric of this experiment")
     return problems
 
 

@@ -143,15 +143,15 @@ class KubernetesTarget(Model):
 class SimulatedTarget(Model):
     """A known response surface with noise, for trying autotune and for testing it.
 
-    The metric ``surface_metric`` is ``floor * (1 + sensitivity * d^2)`` times a stress factor,
-    where ``d`` is the normalised distance of the applied settings from ``optimum``.
+    A metric whose query is ``surface`` reads ``floor * (1 + sensitivity * d^2)`` times a stress
+    factor, where ``d`` is the normalised distance of the applied settings from ``optimum``;
+    a metric whose query is ``stress`` reads the fraction of the window under stress.
     """
 
     optimum: dict[str, Scalar]
     unset: dict[str, Scalar] = Field(
         default_factory=dict, description="value the runtime uses when a variable is unset"
     )
-    surface_metric: str = "p99_latency"
     floor: float = Field(default=0.002, gt=0)
     sensitivity: float = Field(default=4.0, ge=0)
     noise: float = Field(default=0.03, ge=0, le=1)
