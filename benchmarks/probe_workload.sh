@@ -119,7 +119,7 @@ log "cgroup $CG quota=$(cat "$CG/cpu.cfs_quota_us")/$(cat "$CG/cpu.cfs_period_us
 # cgroup, then execs CMD, so the PID is CMD's); records the PID in PIDS.
 start_in_cgroup() {
   local logf=$1; shift
-  sh -c 'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift 2 && exec "$@"' \
+  sh -c 'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"' \
      "$CG" "$CGA" "$@" >"$logf" 2>&1 &
   PIDS+=("$!")
 }

@@ -240,9 +240,14 @@ class StudyRunner:
             for line in leftovers:
                 log.warning("left over from an earlier run, removed: %s", line)
             enqueue_baseline(exp, studies.reference)
+            described = b.target.describe()
+            # Reports state the environment the numbers were measured in.
+            studies.search.set_user_attr("target", described)
+            studies.search.set_user_attr("chaos", exp.chaos.model_dump(mode="json"))
+            studies.search.set_user_attr("measure", exp.measure.model_dump(mode="json"))
             self.progress.study_started({
                 "study": studies.name, "storage": st.redact(studies.url), "budget": budget,
-                "completed": completed_search(studies.search), "target": b.target.describe(),
+                "completed": completed_search(studies.search), "target": described,
             })
             while any(t.state == TrialState.WAITING
                       for t in studies.reference.get_trials(deepcopy=False)):
@@ -274,6 +279,30 @@ class StudyRunner:
             failed_this_run=self.failed, best=best_summary(exp, studies.search),
             baseline=baseline_values(studies.reference), orphans=orphans,
         )
+
+    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]]) -> int:
+        """Measure fixed configurations (e.g. confirmation re-runs) in the reference study.
+
+        Each entry is the user attrs of one trial and must hold ``kind`` and ``settings``; they
+        run in the given order. Returns how many completed. Restores the target at the end.
+        """
+        self.study_name = studies.name
+        completed = 0
+        try:
+            for attrs in entries:
+                studies.reference.enqueue_trial({}, user_attrs=attrs)
+            while any(t.state == TrialState.WAITING
+                      for t in studies.reference.get_trials(deepcopy=False)):
+                before = len(studies.reference.get_trials(deepcopy=False))
+                self._run_one(studies.reference)
+                trials = studies.reference.get_trials(deepcopy=False)
+                if len(trials) > before and trials[before].state == TrialState.COMPLETE:
+                    completed += 1
+                self._check_failures()
+        finally:
+            with shielded():
+                self._finish(studies)
+        return completed
 
     def _finish(self, studies: st.Studies) -> None:
         b = self.backends
