@@ -64,7 +64,7 @@ def _position(p: Parameter, value: Scalar) -> float:
             raise TargetError(f"{p.name}={value!r} is not a value of the parameter")
         return index / max(1, len(p.values) - 1)
     assert p.low is not None and p.high is not None
-    x = float(value)  # type: ignore[arg-type]
+    x = float(value)
     if p.log:
         return (math.log(x) - math.log(p.low)) / (math.log(p.high) - math.log(p.low))
     return (x - p.low) / (p.high - p.low)

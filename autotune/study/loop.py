@@ -29,7 +29,8 @@ from autotune.study.trial import Backends, TrialFailed, measure
 
 log = logging.getLogger(__name__)
 
-optuna.logging.set_verbosity(optuna.logging.WARNING)
+# We log every trial ourselves (with its failure reason); Optuna's own lines would repeat them.
+optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
 class Progress(Protocol):
@@ -63,7 +64,7 @@ class RunOptions:
 
 
 def is_search(t: FrozenTrial) -> bool:
-    return t.user_attrs.get("kind", "search") == "search"
+    return bool(t.user_attrs.get("kind", "search") == "search")
 
 
 def completed_search(study: optuna.Study) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from autotune.experiment.models import Experiment
 
@@ -29,5 +30,5 @@ def score(exp: Experiment, metrics: Mapping[str, float]) -> Scored:
     return Scored(values=values, violations=violations)
 
 
-def directions(exp: Experiment) -> list[str]:
+def directions(exp: Experiment) -> list[Literal["minimize", "maximize"]]:
     return [goal.direction for goal in exp.goals]

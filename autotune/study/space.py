@@ -16,7 +16,9 @@ def suggest(trial: optuna.Trial, exp: Experiment) -> dict[str, Setting]:
 
 def _suggest_one(trial: optuna.Trial, p: Parameter) -> Scalar:
     if p.values is not None:
-        return trial.suggest_categorical(p.name, list(p.values))  # type: ignore[no-any-return]
+        choice = trial.suggest_categorical(p.name, list(p.values))
+        assert choice is not None  # values never hold null (checked when loading)
+        return choice
     assert p.low is not None and p.high is not None
     if p.type == "int":
         return int(trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1),

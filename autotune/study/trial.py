@@ -20,7 +20,7 @@ from autotune.live import Live, Window
 from autotune.metrics import promql
 from autotune.metrics.base import MetricSource, Unavailable
 from autotune.study.interrupts import shielded
-from autotune.targets.base import Env, Target
+from autotune.targets.base import Env, NoiseProbe, Target
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ def measure(
         window = _measure_guarded(exp, backends, live, clock, labels, record, phases)
         with phases("read"):
             return _read(exp, backends.source, live, window, record)
+    except TrialFailed:
+        raise
     except AutotuneError as e:
         raise TrialFailed(f"{phases.current}: {e}") from e
 
@@ -108,11 +110,8 @@ def _measure_guarded(
     attempts: list[dict[str, Any]] = record.setdefault("attempts", [])
     tries = 1 + (guard.retries if probe is not None else 0)
     for attempt in range(tries):
-        if probe is not None:
-            probe.begin()
-        window = _stressed_window(exp, b, live, clock, labels, record, phases)
+        window, foreign = _stressed_window(exp, b, live, clock, labels, record, phases, probe)
         b.target.check(live)
-        foreign = probe.end() if probe is not None else None
         attempts.append({"window": [window.start, window.end],
                          "foreign_cores": None if foreign is None else round(foreign, 3)})
         if foreign is None or foreign <= guard.max_foreign_cores:
@@ -124,7 +123,7 @@ def _measure_guarded(
             with phases("warmup"):
                 clock.sleep(min(exp.measure.warmup, 5.0))
     raise TrialFailed(
-        f"host noise: other processes used more than {guard.max_foreign_cores:g} cores in all "
+        f"noise guard: other processes used more than {guard.max_foreign_cores:g} cores in all "
         f"{tries} attempt(s) ({', '.join(str(a['foreign_cores']) for a in attempts)})"
     )
 
@@ -137,7 +136,10 @@ def _stressed_window(
     labels: Mapping[str, str],
     record: dict[str, Any],
     phases: _Phases,
-) -> Window:
+    probe: NoiseProbe | None,
+) -> tuple[Window, float | None]:
+    """Stress and measure one window. The noise probe covers exactly the window (it ends before
+    the stress is removed, so the stress's own CPU is still accounted as ours)."""
     pattern, stress, length = exp.chaos.pattern, exp.chaos.stress, exp.measure.window
     injections: list[dict[str, Any]] = record.setdefault("injections", [])
 
@@ -156,14 +158,20 @@ def _stressed_window(
             inj = inject(length)
         try:
             start = clock.now()
+            if probe is not None:
+                probe.begin()
             with phases("measure"):
                 clock.sleep(length)
-            return Window(start, clock.now())
+            foreign = probe.end() if probe is not None else None
+            # The nominal window: the sleep may overshoot by a millisecond, the queries must not.
+            return Window(start, start + length), foreign
         finally:
             recover(inj)
 
     start = clock.now()
     end = start + length
+    if probe is not None:
+        probe.begin()
     with phases("measure"):
         while clock.now() < end:
             cycle = clock.now()
@@ -173,7 +181,8 @@ def _stressed_window(
             finally:
                 recover(inj)
             clock.sleep(min(cycle + pattern.every, end) - clock.now())
-    return Window(start, clock.now())
+    foreign = probe.end() if probe is not None else None
+    return Window(start, end), foreign
 
 
 def _read(

@@ -1,0 +1,125 @@
+"""Local CPU stress exactly as Chaos Mesh's chaos-daemon runs it, inside the service's cgroup.
+
+chaos-daemon runs ``stress-ng --cpu-load-slice 10 --cpu-method sqrt --cpu W --cpu-load L`` in the
+target container's cgroup, so the stress eats the container's own CPU limit; we do the same in
+the service's cgroup, plus ``--timeout`` as a dead-man switch. Injection is verified by finding
+the stress-ng workers in that cgroup consuming CPU; recovery by finding none of them left.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from autotune import proc
+from autotune.chaos.base import Injection
+from autotune.clock import Clock
+from autotune.errors import ChaosError, PrerequisiteError
+from autotune.experiment.models import Stress
+from autotune.live import Live
+
+VERIFY_TIMEOUT = 10.0
+RECOVER_TIMEOUT = 15.0
+
+
+def stress_ng_binary() -> str:
+    found = os.environ.get("AUTOTUNE_STRESS_NG") or shutil.which("stress-ng")
+    if not found:
+        raise PrerequisiteError("stress-ng not found: apt-get install stress-ng "
+                                "(or set AUTOTUNE_STRESS_NG)")
+    return found
+
+
+def argv(binary: str, stress: Stress, duration: float) -> list[str]:
+    return [binary, "--cpu-load-slice", "10", "--cpu-method", "sqrt",
+            "--cpu", str(stress.workers), "--cpu-load", str(stress.load),
+            "--timeout", f"{max(1, math.ceil(duration))}s"]
+
+
+def _cgroup_pids(procs_files: list[str]) -> set[int]:
+    pids: set[int] = set()
+    for path in procs_files:
+        try:
+            pids.update(int(x) for x in Path(path).read_text().split())
+        except OSError:
+            continue
+    return pids
+
+
+class StressNgInjector:
+    def __init__(self, registry: proc.Registry, clock: Clock) -> None:
+        self.registry, self.clock = registry, clock
+        self.running: dict[str, proc.Process] = {}
+
+    def inject(self, live: Live, stress: Stress, duration: float,
+               labels: Mapping[str, str]) -> Injection:
+        procs_files = list(live.placement.get("cgroup_procs", []))
+        cpus = set(live.placement.get("cpus", []))
+        if not procs_files and not cpus:
+            raise ChaosError("the target did not say where it runs (no cgroup, no CPU set)")
+        inj_id = f"stress-ng-{labels.get('autotune/trial', 'x')}-{uuid.uuid4().hex[:6]}"
+        p = proc.start(argv(stress_ng_binary(), stress, duration), role="stress-ng",
+                       registry=self.registry, cgroup_procs=procs_files, cpus=cpus or None)
+        self.running[inj_id] = p
+        try:
+            details = self._verify(p, stress, procs_files)
+        except BaseException:
+            self._stop(inj_id)
+            raise
+        return Injection(id=inj_id, started=self.clock.now(), details=details)
+
+    def _verify(self, p: proc.Process, stress: Stress, procs_files: list[str]) -> dict[str, Any]:
+        """Wait until the workers exist, sit in the service's cgroup and burn CPU."""
+        deadline = time.monotonic() + VERIFY_TIMEOUT
+        while time.monotonic() < deadline:
+            if not p.running():
+                raise ChaosError(f"stress-ng exited with code {p.returncode} right after start")
+            members = set(proc.group_members(p.pid))
+            workers = members - {p.pid}
+            if len(workers) >= stress.workers:
+                if procs_files and not members <= _cgroup_pids(procs_files):
+                    raise ChaosError("stress-ng workers are not inside the service's cgroup")
+                before = sum(proc.cpu_seconds(w) for w in workers)
+                time.sleep(0.3)
+                burned = sum(proc.cpu_seconds(w) for w in workers) - before
+                if burned > 0:
+                    return {"pid": p.pid, "workers": sorted(workers), "cpu_in_check": burned,
+                            "in_cgroup": bool(procs_files)}
+            time.sleep(0.05)
+        raise ChaosError(f"stress-ng workers not running {VERIFY_TIMEOUT:g}s after start")
+
+    def _stop(self, inj_id: str) -> None:
+        p = self.running.pop(inj_id, None)
+        if p is None:
+            return
+        p.stop(grace=RECOVER_TIMEOUT / 2)
+        left = proc.group_members(p.pid)
+        if left:
+            raise ChaosError(f"stress-ng processes {left} still running after SIGKILL; "
+                             "check `ps -o pid,stat,cmd -g " + str(p.pid) + "`")
+
+    def recover(self, injection: Injection) -> None:
+        self._stop(injection.id)
+
+    def active(self) -> list[str]:
+        return [i for i, p in self.running.items() if proc.group_members(p.pid)]
+
+    def cleanup(self) -> list[str]:
+        done = []
+        for inj_id in list(self.running):
+            self._stop(inj_id)
+            done.append(inj_id)
+        for e in self.registry.entries():
+            if e.role != "stress-ng" or not e.orphaned():
+                continue
+            if proc.alive(e.pid, e.started):
+                proc.stop_pid(e.pid)
+                done.append(f"stress-ng pid {e.pid} left by an earlier run")
+            self.registry.remove(e.pid)
+        return done

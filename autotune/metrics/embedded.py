@@ -1,0 +1,116 @@
+"""A private Prometheus server for local runs: 127.0.0.1, a free port, a temporary TSDB.
+
+Scrape targets come from a file_sd file we rewrite for every trial, labelled with the trial's
+generation, so that a query can never mix series from two configurations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import requests
+
+from autotune import proc
+from autotune.errors import MetricsError, PrerequisiteError
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 30.0
+
+
+def prometheus_binary() -> str:
+    found = os.environ.get("AUTOTUNE_PROMETHEUS") or shutil.which("prometheus")
+    if not found:
+        raise PrerequisiteError("prometheus not found: apt-get install prometheus "
+                                "(or set AUTOTUNE_PROMETHEUS to a prometheus binary)")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedPrometheus:
+    def __init__(self, scrape_interval: float, registry: proc.Registry | None, logs: Path,
+                 cgroup_procs: Sequence[str] = ()) -> None:
+        self.scrape_interval = scrape_interval
+        self.registry, self.logs, self.cgroup_procs = registry, logs, list(cgroup_procs)
+        self.process: proc.Process | None = None
+        self.workdir: Path | None = None
+        self.url = ""
+
+    @property
+    def targets_file(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "targets.json"
+
+    def start(self) -> str:
+        if self.process is not None and self.process.running():
+            return self.url
+        binary = prometheus_binary()
+        self.workdir = Path(tempfile.mkdtemp(prefix="autotune-prometheus-"))
+        interval = f"{max(1, round(self.scrape_interval * 1000))}ms"
+        config = {
+            "global": {"scrape_interval": interval, "scrape_timeout": interval,
+                       "evaluation_interval": interval},
+            "scrape_configs": [{
+                "job_name": "autotune",
+                "file_sd_configs": [{"files": [str(self.targets_file)], "refresh_interval": "1s"}],
+            }],
+        }
+        (self.workdir / "prometheus.yml").write_text(json.dumps(config))
+        self.targets_file.write_text("[]")
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        argv = [
+            binary,
+            f"--config.file={self.workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=1d",
+            "--log.level=warn",
+        ]
+        self.process = proc.start(argv, role="prometheus", registry=self.registry,
+                                  log_path=self.logs / "prometheus.log",
+                                  cgroup_procs=self.cgroup_procs)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.process.running():
+                raise PrerequisiteError(f"prometheus exited: {self.process.tail()}")
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self.url
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise MetricsError(f"prometheus not ready after {READY_TIMEOUT:g}s")
+
+    def set_targets(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None:
+        """Scrape these URLs (job name -> http://host:port/path) with these extra labels."""
+        groups = []
+        for job, url in endpoints.items():
+            rest = url.split("://", 1)[1]
+            hostport, _, path = rest.partition("/")
+            groups.append({"targets": [hostport],
+                           "labels": {"job": job, "__metrics_path__": "/" + path, **labels}})
+        tmp = self.targets_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(groups))
+        os.replace(tmp, self.targets_file)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None

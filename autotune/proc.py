@@ -1,0 +1,268 @@
+"""Child processes: the only module that imports ``subprocess``.
+
+Every process we start gets its own process group, is recorded (PID, process start time, role)
+in a registry file under the results directory, and is stopped by PID: SIGTERM to its group,
+then SIGKILL after a grace period. The registry lets a later run or ``autotune cleanup`` stop
+what a killed run (SIGKILL, OOM, power loss of the terminal) left behind, without ever touching
+a process that merely reuses an old PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from autotune.errors import PrerequisiteError
+
+log = logging.getLogger(__name__)
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def alive(pid: int, started: str | None) -> bool:
+    """True if ``pid`` is the same process that was recorded (not a recycled PID, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0] != "Z" and (started is None or fields[19] == started)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one live process (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Entry:
+    pid: int
+    started: str | None
+    role: str
+    argv: tuple[str, ...]
+    owner: int = 0
+    owner_started: str | None = None
+
+    def orphaned(self) -> bool:
+        """The autotune process that started it is gone (so nobody will stop it but us)."""
+        return not alive(self.owner, self.owner_started)
+
+
+class Registry:
+    """A JSON file of the processes a study started and has not yet stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _load(self) -> list[Entry]:
+        try:
+            raw = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return []
+        return [Entry(e["pid"], e["started"], e["role"], tuple(e["argv"]), e.get("owner", 0),
+                      e.get("owner_started")) for e in raw]
+
+    def _save(self, entries: list[Entry]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([e.__dict__ for e in entries], indent=1))
+        os.replace(tmp, self.path)
+
+    def add(self, entry: Entry) -> None:
+        self._save([*self._load(), entry])
+
+    def remove(self, pid: int) -> None:
+        self._save([e for e in self._load() if e.pid != pid])
+
+    def entries(self) -> list[Entry]:
+        return self._load()
+
+    def stop_leftovers(self, grace: float = 5.0) -> list[str]:
+        """Stop the recorded processes whose autotune owner died; forget those already gone."""
+        done = []
+        for e in self._load():
+            if not e.orphaned():
+                continue  # a live run (perhaps another worker) still owns it
+            if alive(e.pid, e.started):
+                stop_pid(e.pid, grace)
+                done.append(f"{e.role} (pid {e.pid}: {' '.join(e.argv[:3])} ...)")
+            self.remove(e.pid)
+        return done
+
+
+def stop_pid(pid: int, grace: float = 5.0) -> bool:
+    """SIGTERM the process group led by ``pid``, SIGKILL after ``grace``. True if it stopped."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if not _group_exists(pid):
+                return True
+            time.sleep(0.05)
+    return not _group_exists(pid)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A group whose only members are zombies still answers; look for a live member.
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def group_members(pgid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+class Process:
+    """A started child process, tracked in a registry until stopped."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], role: str, registry: Registry | None,
+                 log_path: Path | None) -> None:
+        self.popen, self.role, self.registry, self.log_path = popen, role, registry, log_path
+        self.pid = popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self, grace: float = 5.0) -> None:
+        stop_pid(self.pid, grace)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=1)
+        if self.registry is not None:
+            self.registry.remove(self.pid)
+
+
+def _join_cgroups(procs_files: Sequence[str]) -> Callable[[], None]:
+    def join() -> None:
+        # Runs in the child between fork and exec, so every process it forks stays inside.
+        for path in procs_files:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+
+    return join
+
+
+def start(
+    argv: Sequence[str],
+    *,
+    role: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    registry: Registry | None = None,
+    log_path: Path | None = None,
+    cgroup_procs: Sequence[str] = (),
+    cpus: set[int] | None = None,
+) -> Process:
+    """Start ``argv`` (no shell) in a new process group, optionally inside cgroups or pinned."""
+    out: IO[bytes] | int = subprocess.DEVNULL
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = log_path.open("ab")
+    preexec: Callable[[], None] | None = None
+    if cgroup_procs:
+        preexec = _join_cgroups(cgroup_procs)
+    elif cpus:
+        pinned = set(cpus)
+
+        def preexec() -> None:
+            os.sched_setaffinity(0, pinned)
+
+    try:
+        popen = subprocess.Popen(  # noqa: S603 - argv comes from the experiment, never a shell
+            list(argv), env=dict(env) if env is not None else None, cwd=cwd,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=preexec,  # noqa: PLW1509
+        )
+    except FileNotFoundError:
+        raise PrerequisiteError(f"{role}: program not found: {argv[0]}") from None
+    except (PermissionError, subprocess.SubprocessError, OSError) as e:
+        raise PrerequisiteError(f"{role}: cannot start {argv[0]}: {e}") from None
+    finally:
+        if not isinstance(out, int):
+            out.close()
+    if registry is not None:
+        me = os.getpid()
+        registry.add(Entry(popen.pid, start_time(popen.pid), role, tuple(argv), me,
+                           start_time(me)))
+    log.debug("started %s pid %d: %s", role, popen.pid, " ".join(argv))
+    return Process(popen, role, registry, log_path)
+
+
+def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None, timeout: float = 600.0) -> tuple[int, str]:
+    """Run a short command to completion; return (exit code, combined output)."""
+    try:
+        done = subprocess.run(  # noqa: S603
+            list(argv), env=dict(env) if env is not None else None, cwd=cwd,
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False,
+        )
+    except FileNotFoundError:
+        raise PrerequisiteError(f"program not found: {argv[0]}") from None
+    except subprocess.TimeoutExpired:
+        raise PrerequisiteError(f"{argv[0]} did not finish in {timeout:g}s") from None
+    return done.returncode, (done.stdout + done.stderr).decode(errors="replace")
+
+
+def describe(entries: list[Entry]) -> list[dict[str, Any]]:
+    return [{"pid": e.pid, "role": e.role} for e in entries]

@@ -1,0 +1,192 @@
+"""Confirmation runs: re-measure the top search configurations and the baseline, interleaved.
+
+A search trial is measured once, and the best of many single measurements is optimistic. So the
+top configurations and the baseline are measured again, ``repeats`` rounds, each round holding
+every configuration once in a shuffled order: slow drift of the host or cluster (other tenants,
+thermal state, a noisy neighbour arriving) then hits every configuration alike instead of
+favouring whichever ran first.
+
+Confirmation trials live in the reference study with user attrs ``kind="confirm"``,
+``candidate`` (the search trial number, or ``"baseline"``), ``round`` (1-based) and
+``settings``; they never count as search trials. A (configuration, round) pair that already
+completed, or is queued, is not scheduled again, so a resumed confirm continues where it stopped.
+Configurations are matched by their settings, not by trial number.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from optuna.trial import TrialState
+
+from autotune.experiment.models import Experiment, Setting
+from autotune.study import storage as st
+from autotune.study.loop import trial_summary
+from autotune.study.objective import directions
+
+log = logging.getLogger(__name__)
+
+BASELINE = "baseline"
+
+# Trials in these states hold their (configuration, round) slot: done, or about to run.
+_HOLDING = (TrialState.COMPLETE.name, TrialState.WAITING.name, TrialState.RUNNING.name)
+
+
+class ReferenceRunner(Protocol):
+    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]]) -> int: ...
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A distinct search configuration; ``trial`` is the first search trial that measured it."""
+
+    trial: int
+    settings: dict[str, Setting]
+    values: tuple[float, ...]
+    """Median over the search trials with these settings, one per objective."""
+    trials: tuple[int, ...]
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    return json.dumps(dict(settings), sort_keys=True)
+
+
+def _feasible(summary: Mapping[str, Any]) -> bool:
+    return all(v <= 0 for v in (summary.get("constraints") or {}).values())
+
+
+def top_configurations(
+    summaries: Sequence[Mapping[str, Any]],
+    dirs: Sequence[str],
+    top: int,
+    *,
+    exclude: Sequence[Mapping[str, Any]] = (),
+) -> list[Pick]:
+    """The best ``top`` distinct feasible configurations of the search, best first. Pure.
+
+    ``summaries`` are ``trial_summary`` dicts of the search study. Trials with the same settings
+    are one configuration, summarised by their median (a repeat should not count as luck twice);
+    it is feasible only if every one of its trials was. With several objectives: the
+    configurations on the Pareto front of those medians, ordered by the first objective, up to
+    ``top``. Configurations equal to one in ``exclude`` (the baseline) are skipped.
+    """
+    excluded = {settings_key(s) for s in exclude}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for s in summaries:
+        if (s.get("kind", "search") != "search" or s.get("state") != TrialState.COMPLETE.name
+                or not s.get("values")):
+            continue
+        groups.setdefault(settings_key(s["settings"]), []).append(s)
+    picks = []
+    for key, members in groups.items():
+        if key in excluded or not all(_feasible(m) for m in members):
+            continue
+        members = sorted(members, key=lambda m: int(m["number"]))
+        values = tuple(statistics.median(m["values"][i] for m in members)
+                       for i in range(len(dirs)))
+        picks.append(Pick(trial=int(members[0]["number"]), settings=dict(members[0]["settings"]),
+                          values=values, trials=tuple(int(m["number"]) for m in members)))
+    signs = [1.0 if d == "minimize" else -1.0 for d in dirs]
+
+    def oriented(p: Pick) -> tuple[float, ...]:
+        return tuple(s * v for s, v in zip(signs, p.values, strict=True))
+
+    if len(dirs) > 1:
+        picks = [p for p in picks if not any(_dominates(oriented(q), oriented(p)) for q in picks)]
+    return sorted(picks, key=lambda p: (oriented(p), p.trial))[:top]
+
+
+def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
+
+
+@dataclass(frozen=True)
+class Plan:
+    candidates: tuple[Pick, ...]
+    entries: tuple[dict[str, Any], ...]
+    """User attrs of the trials still to queue, in run order."""
+    already: int
+    """(configuration, round) slots already completed or queued."""
+
+
+def plan(
+    exp: Experiment,
+    search: Sequence[Mapping[str, Any]],
+    reference: Sequence[Mapping[str, Any]],
+    *,
+    top: int,
+    repeats: int,
+    seed: int | None,
+) -> Plan:
+    """The confirmation schedule. Pure (given ``seed``).
+
+    ``search`` and ``reference`` are trial summaries, the reference ones with ``round`` added.
+    Rounds are shuffled independently of what is already done, so a resumed plan with the same
+    seed runs the remaining slots in the order the first plan had them.
+    """
+    if top < 1 or repeats < 1:
+        raise ValueError("top and repeats must be >= 1")
+    baseline = exp.baseline_settings()
+    picks = top_configurations(search, directions(exp), top, exclude=[baseline])
+    if not picks:
+        return Plan((), (), 0)
+    configs: list[tuple[int | str, dict[str, Setting]]] = [(BASELINE, baseline)]
+    configs += [(p.trial, p.settings) for p in picks]
+    held = {
+        (BASELINE if t.get("candidate") == BASELINE else settings_key(t["settings"]),
+         t.get("round"))
+        for t in reference if t.get("kind") == "confirm" and t.get("state") in _HOLDING
+    }
+    rng = random.Random(seed)
+    entries = []
+    already = 0
+    for r in range(1, repeats + 1):
+        for candidate, settings in rng.sample(configs, k=len(configs)):
+            key = BASELINE if candidate == BASELINE else settings_key(settings)
+            if (key, r) in held:
+                already += 1
+                continue
+            entries.append({"kind": "confirm", "settings": settings, "candidate": candidate,
+                            "round": r})
+    return Plan(tuple(picks), tuple(entries), already)
+
+
+def confirm(
+    exp: Experiment,
+    studies: st.Studies,
+    runner: ReferenceRunner,
+    *,
+    top: int = 3,
+    repeats: int = 3,
+    seed: int | None = None,
+) -> int:
+    """Re-measure the top ``top`` search configurations and the baseline ``repeats`` times,
+    interleaved and shuffled; return how many confirmation trials completed in this call.
+
+    Queued confirmation trials a dead run left behind run too (they hold their slot).
+    Returns 0 without measuring anything when the search has no feasible configuration.
+    """
+    for line in st.fail_orphans(studies, exp.max_trial_seconds):
+        log.warning("%s", line)
+    search = [trial_summary(t) for t in studies.search.get_trials(deepcopy=False)]
+    reference = [{**trial_summary(t), "candidate": t.user_attrs.get("candidate"),
+                  "round": t.user_attrs.get("round")}
+                 for t in studies.reference.get_trials(deepcopy=False)]
+    schedule = plan(exp, search, reference, top=top, repeats=repeats, seed=seed)
+    if not schedule.candidates:
+        log.warning("nothing to confirm: the search has no feasible completed trial")
+        return 0
+    if not schedule.entries and not any(t["state"] == TrialState.WAITING.name
+                                        for t in reference):
+        log.info("every confirmation round is already complete")
+        return 0
+    log.info("confirming %s and the baseline: %d runs to go, %d done or queued",
+             ", ".join(f"#{p.trial}" for p in schedule.candidates), len(schedule.entries),
+             schedule.already)
+    return runner.run_reference(studies, list(schedule.entries))
