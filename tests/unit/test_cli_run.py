@@ -1,0 +1,136 @@
+"""A real `autotune run` process on the simulated world: interrupts, kills and resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune.simulated import World
+
+EXPERIMENT = {
+    "name": "sig",
+    "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}, "unset": {"GOMAXPROCS": 8},
+                             "state_file": "world.json"}},
+    "parameters": [{"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 16}],
+    "baseline": {"repeats": 1},
+    "chaos": {"stress": {"workers": 1, "load": 50}},
+    "measure": {"warmup": "100ms", "window": "600ms"},
+    "metrics": {"p99": "surface"},
+    "objective": {"minimize": "p99"},
+    "study": {"trials": 6, "sampler": "random", "seed": 1, "heartbeat": "1s"},
+}
+
+
+def _start(tmp: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "run", "exp.yaml", "--plain", *args],
+        cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
+
+
+def _journal(tmp: Path) -> list[dict]:  # type: ignore[type-arg]
+    path = tmp / "results" / "sig" / "trials.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _wait_for_completed(tmp: Path, n: int, p: subprocess.Popen[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(1 for r in _journal(tmp) if r["state"] == "COMPLETE") >= n:
+            return
+        assert p.poll() is None, p.communicate()[0]
+        time.sleep(0.05)
+    raise AssertionError("no progress")
+
+
+def _wait_for_injection(world: World, p: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if world.load()["active"]:
+            return
+        assert p.poll() is None
+        time.sleep(0.01)
+    raise AssertionError("never injected")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    return tmp_path
+
+
+def _completed_numbers(workdir: Path) -> set[tuple[str, int]]:
+    return {(r["kind"], r["number"]) for r in _journal(workdir) if r["state"] == "COMPLETE"}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_window_exits_130_keeps_trials_and_resumes(workdir: Path,
+                                                              sig: signal.Signals) -> None:
+    world = World(workdir / "world.json")
+    p = _start(workdir)
+    _wait_for_completed(workdir, 2, p)
+    _wait_for_injection(world, p)  # now inside a stress window
+    p.send_signal(sig)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 130, out
+    assert "interrupted" in out and "Traceback" not in out
+    state = world.load()
+    assert state["active"] == {}, "stress left active"
+    assert state["applied"] is None, "target not restored"
+    done_before = _completed_numbers(workdir)
+    interrupted = [r for r in _journal(workdir) if r["state"] == "FAIL"]
+    assert interrupted and interrupted[-1]["failure"] == f"interrupted ({sig.name})"
+
+    p2 = _start(workdir)
+    out2, _ = p2.communicate(timeout=120)
+    assert p2.returncode == 0, out2
+    assert "6 search trials complete" in out2
+    assert done_before <= _completed_numbers(workdir)
+    assert World(workdir / "world.json").load()["active"] == {}
+
+
+def test_sigkill_then_rerun_fails_the_orphan_retries_it_and_cleans_up(workdir: Path) -> None:
+    world = World(workdir / "world.json")
+    p = _start(workdir)
+    _wait_for_completed(workdir, 2, p)
+    _wait_for_injection(world, p)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate(timeout=10)
+    assert world.load()["active"], "the kill left the injection (that is the point)"
+    done_before = _completed_numbers(workdir)
+
+    p2 = _start(workdir)
+    out2, _ = p2.communicate(timeout=120)
+    assert p2.returncode == 0, out2
+    assert "died" in out2 and "queued again" in out2
+    assert "left over from an earlier run, removed: simulated injection" in out2
+    assert "6 search trials complete" in out2
+    assert done_before <= _completed_numbers(workdir)
+    state = world.load()
+    assert state["active"] == {} and state["applied"] is None
+    assert any(e.get("cleaned_up") for e in state["history"])
+
+
+def test_status_after_run(workdir: Path) -> None:
+    p = _start(workdir, "--trials", "2")
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, out
+    status = subprocess.run([sys.executable, "-m", "autotune.cli", "status", "exp.yaml", "--json"],
+                            cwd=workdir, capture_output=True, text=True, check=True)
+    data = json.loads(status.stdout)
+    assert data["completed"] == 2 and len(data["trials"]) == 3
+    text = subprocess.run([sys.executable, "-m", "autotune.cli", "status", "exp.yaml"],
+                          cwd=workdir, capture_output=True, text=True, check=True).stdout
+    assert "search trials: 2/6 complete" in text and "best: trial" in text

@@ -1,0 +1,169 @@
+"""Bad experiment files are rejected before anything starts, each problem named by its path."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autotune.cli import main
+from autotune.errors import ExperimentError
+from autotune.experiment import load_experiment, parse_experiment
+
+VALID = textwrap.dedent("""
+    name: t
+    target:
+      simulated:
+        optimum: {GOMAXPROCS: 2, gc: 500}
+        unset: {GOMAXPROCS: 4, gc: 0}
+    parameters:
+      - {name: GOMAXPROCS, type: int, low: 1, high: 8}
+      - {name: gc, env: FORCEGC_INTERVAL_MS, type: int, values: [0, 500, 2000]}
+    baseline: {params: {GOMAXPROCS: null, gc: 0}}
+    chaos: {stress: {workers: 2, load: 50}}
+    measure: {warmup: 1s, window: 5s}
+    metrics: {p99: surface, stress: stress}
+    objective: {minimize: p99}
+    constraints: ['p99 <= 1']
+    study: {trials: 5}
+""")
+
+
+def _with(old: str, new: str) -> str:
+    assert old in VALID, old
+    return VALID.replace(old, new)
+
+
+CASES = [
+    ("empty file", "", "the file is empty"),
+    ("not a mapping", "- a\n- b\n", "must be a mapping"),
+    ("yaml syntax", "name: t\ntarget: {simulated: {optimum: {\n", "line 3, column 1: YAML syntax"),
+    ("duplicate key", VALID + "name: again\n", "duplicate key 'name'"),
+    ("unknown top-level key", VALID + "colour: blue\n", "colour: unknown key"),
+    ("missing name", VALID.replace("name: t\n", ""), "name: required"),
+    ("bad name", _with("name: t", "name: Bad Name"), "name: 'Bad Name' does not match"),
+    ("trials zero", _with("trials: 5", "trials: 0"), "study.trials: must be >= 1"),
+    ("unknown study key", _with("trials: 5}", "trials: 5, workers: 3}"),
+     "study.workers: unknown key"),
+    ("bad duration", _with("warmup: 1s", "warmup: 10 parsecs"),
+     "measure.warmup: not a duration: '10 parsecs'"),
+    ("negative duration", _with("window: 5s", "window: -5"), "measure.window: must not be negative"),
+    ("wrong type", _with("workers: 2", "workers: many"), "chaos.stress.workers:"),
+    ("workers zero", _with("workers: 2", "workers: 0"), "chaos.stress.workers: must be >= 1"),
+    ("workers too many", _with("workers: 2", "workers: 9000"),
+     "chaos.stress.workers: must be <= 8192"),
+    ("load over 100", _with("load: 50", "load: 150"), "chaos.stress.load: must be <= 100"),
+    ("value of wrong type", _with("values: [0, 500, 2000]", "values: [0, 500, fast]"),
+     "parameters[1].values[2]: 'fast' is not an integer"),
+    ("duplicate value", _with("values: [0, 500, 2000]", "values: [0, 500, 500]"),
+     "parameters[1].values[2]: duplicate value 500"),
+    ("empty values", _with("values: [0, 500, 2000]", "values: []"),
+     "parameters[1].values: must not be empty"),
+    ("values and range", _with("values: [0, 500, 2000]", "values: [0], low: 0, high: 9"),
+     "parameters[1]: give either values or low/high"),
+    ("high below low", _with("low: 1, high: 8", "low: 8, high: 1"),
+     "parameters[0].high: must be > low"),
+    ("missing high", _with("low: 1, high: 8", "low: 1"), "parameters[0].high: required"),
+    ("log with zero low", _with("type: int, low: 1, high: 8", "type: float, low: 0, high: 8, log: true"),
+     "parameters[0].low: must be > 0 when log is true"),
+    ("unknown type", _with("type: int, low", "type: integer, low"),
+     "parameters[0].type: 'integer' is not one of"),
+    ("duplicate name", _with("name: gc, env", "name: GOMAXPROCS, env"),
+     "parameters[1].name: duplicate parameter name 'GOMAXPROCS'"),
+    ("duplicate env", _with("env: FORCEGC_INTERVAL_MS", "env: GOMAXPROCS"),
+     "parameters[1].env: environment variable GOMAXPROCS is already set by parameters[0]"),
+    ("bad env name", _with("env: FORCEGC_INTERVAL_MS", "env: 'FORCE-GC'"),
+     "parameters[1].env: 'FORCE-GC' does not match"),
+    ("baseline unknown parameter", _with("gc: 0}}", "gc: 0, GOGC: 100}}"),
+     "baseline.params.GOGC: unknown parameter"),
+    ("baseline outside range", _with("GOMAXPROCS: null, gc", "GOMAXPROCS: 64, gc"),
+     "baseline.params.GOMAXPROCS: 64 is not a value of the parameter (must be in [1, 8]"),
+    ("baseline not a value", _with("GOMAXPROCS: null, gc: 0}}", "GOMAXPROCS: null, gc: 7}}"),
+     "baseline.params.gc: 7 is not a value of the parameter (must be one of [0, 500, 2000]"),
+    ("objective unknown metric", _with("minimize: p99}", "minimize: p999}"),
+     "objective.minimize: unknown metric 'p999'"),
+    ("objective both", _with("minimize: p99}", "minimize: p99, maximize: p99}"),
+     "objective: give exactly one of minimize, maximize"),
+    ("constraint unknown metric", _with("'p99 <= 1'", "'gc_pause_p99 <= 0.005'"),
+     "constraints[0]: unknown metric 'gc_pause_p99'"),
+    ("constraint syntax", _with("'p99 <= 1'", "'p99 is small'"),
+     "constraints[0]: cannot parse constraint 'p99 is small'"),
+    ("unknown placeholder", _with("p99: surface", "p99: 'rate(x{ {{selectr}} }[1m])'"),
+     "metrics.p99: unknown placeholder(s) {{selectr}}"),
+    ("two targets", _with("target:\n", "target:\n  local: {}\n"),
+     "target: must have exactly one of local, kubernetes, simulated (found local, simulated)"),
+    ("no metrics", _with("metrics: {p99: surface, stress: stress}", "metrics: {}"),
+     "metrics: must have at least 1 item"),
+    ("burst longer than every", _with("measure:", "  pattern: {every: 2s, burst: 3s}\nmeasure:")
+     .replace("chaos: {stress: {workers: 2, load: 50}}\n  pattern",
+              "chaos:\n  stress: {workers: 2, load: 50}\n  pattern"),
+     "chaos.pattern.burst: must be shorter than every"),
+    ("grid needs discrete", _with("trials: 5}", "trials: 5, sampler: grid}")
+     .replace("type: int, low: 1, high: 8", "type: float, low: 1, high: 8"),
+     "parameters[0]: the grid sampler needs values or a step"),
+    ("unknown sampler", _with("trials: 5}", "trials: 5, sampler: cmaes}"),
+     "study.sampler: 'cmaes' is not one of"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [(t, e) for _, t, e in CASES],
+                         ids=[c[0] for c in CASES])
+def test_invalid_files_name_the_field(text: str, expected: str) -> None:
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(text)
+    assert any(expected in p for p in err.value.problems), err.value.problems
+
+
+def test_at_least_twenty_distinct_cases() -> None:
+    assert len({expected for _, _, expected in CASES}) >= 20
+
+
+def test_several_problems_are_all_reported() -> None:
+    text = _with("trials: 5", "trials: 0").replace("workers: 2", "workers: 0")
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(text)
+    assert len(err.value.problems) == 2
+
+
+def test_valid_file_parses_into_frozen_models() -> None:
+    exp = parse_experiment(VALID)
+    assert exp.parameter("gc").env_var == "FORCEGC_INTERVAL_MS"
+    assert exp.baseline_settings() == {"GOMAXPROCS": None, "gc": 0}
+    assert exp.measure.window == 5.0
+    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
+        exp.study.trials = 9  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "experiments").glob("*.yaml")), ids=str)
+def test_shipped_experiments_are_valid(path: Path) -> None:
+    load_experiment(path)
+
+
+def test_cli_validate_exit_codes_and_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(VALID)
+    assert main(["validate", str(good)]) == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(_with("trials: 5", "trials: 0").replace("workers: 2", "workers: 0"))
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "study.trials: must be >= 1" in err and "chaos.stress.workers: must be >= 1" in err
+    assert "Traceback" not in err
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 1
+    assert "cannot read the file" in capsys.readouterr().err
+
+
+def test_cli_usage_error_is_exit_2() -> None:
+    assert main(["run"]) == 2
+    assert main(["run", "x.yaml", "--trials", "0"]) == 2
+
+
+def test_schema_is_generated_from_the_models(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert {"name", "target", "parameters", "chaos", "metrics", "objective"} <= set(
+        schema["properties"])
+    assert "name" in schema["required"]
+    assert schema["additionalProperties"] is False

@@ -1,0 +1,253 @@
+"""The study engine on the simulated world: outcomes, not call shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from autotune.errors import StudyError
+from autotune.experiment.models import Experiment
+from autotune.live import Live, Window
+from autotune.metrics.base import Reading, Unavailable
+from autotune.simulated import surface
+from autotune.study import storage as st
+from autotune.study.interrupts import Interrupted
+from autotune.study.loop import completed_search
+from autotune.study.space import to_env
+from autotune.study.trial import Backends
+from tests.support.simulated import experiment, rig
+
+
+def _true_value(exp: Experiment, settings: dict[str, Any]) -> float:
+    assert exp.target.simulated is not None
+    return surface(exp, exp.target.simulated, to_env(exp, settings))
+
+
+def test_study_finds_the_known_optimum(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"study.trials": 40})
+    result = r.run()
+    assert result.completed == 40
+    best = result.best
+    assert best is not None
+    optimum = _true_value(r.exp, {"GOMAXPROCS": 2, "gc": 2000})
+    worst_baseline = _true_value(r.exp, {"GOMAXPROCS": None, "gc": 0})
+    found = _true_value(r.exp, best["settings"])
+    # The optimum's noiseless value is the floor; accept a neighbour of it (within 15%).
+    assert found <= optimum * 1.15, best
+    assert found < worst_baseline / 2
+
+
+def test_baseline_runs_first_marked_and_repeated(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 3, "study.trials": 2})
+    r.run()
+    studies = r.studies()
+    ref = studies.reference.get_trials()
+    assert [t.user_attrs["kind"] for t in ref] == ["baseline"] * 3
+    assert all(t.user_attrs["settings"] == {"GOMAXPROCS": None, "gc": 0} for t in ref)
+    first_search = studies.search.get_trials()[0].datetime_start
+    assert all(t.datetime_complete is not None and t.datetime_complete <= first_search
+               for t in ref)
+    # The sampler's study never sees the baseline: its "unset" is not in the search space.
+    assert all(t.user_attrs.get("kind") == "search" for t in studies.search.get_trials())
+
+
+def test_every_trial_is_recorded_in_user_attrs_and_journal(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"study.trials": 3, "baseline.repeats": 1})
+    r.run()
+    lines = [json.loads(x) for x in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    assert len(lines) == 4
+    for rec in lines:
+        assert rec["state"] == "COMPLETE"
+        assert set(rec["metrics"]) == {"p99", "stress_fraction"}
+        assert rec["metrics"]["stress_fraction"] == pytest.approx(1.0)
+        assert set(rec["phases"]) >= {"apply", "warmup", "inject", "measure", "recover", "read"}
+        assert rec["queries"]["p99"] == "surface"
+        assert rec["experiment_hash"] == "test" and rec["autotune_version"] and rec["host"]
+    trial = r.studies().search.get_trials()[0]
+    assert trial.user_attrs["record"]["metrics"]["p99"] == trial.value
+    assert trial.constraints == {"p99 <= 1": pytest.approx(trial.value - 1)}
+
+
+def test_resume_keeps_completed_trials_and_finishes_the_budget(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.run(budget=3)
+    first = [t.params for t in r.studies().search.get_trials()]
+    r2 = rig(tmp_path, exp=r.exp)
+    result = r2.run(budget=6)
+    assert result.completed == 6
+    trials = r.studies().search.get_trials()
+    assert [t.params for t in trials[:3]] == first
+    assert len(r.studies().reference.get_trials()) == 1  # baseline not measured again
+
+
+def test_changed_space_or_direction_is_refused_unless_new_study(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.run(budget=2)
+    changed = experiment(tmp_path, **{"objective": {"maximize": "p99"},
+                                      "baseline.repeats": 1})
+    with pytest.raises(StudyError) as err:
+        st.open_for_run(changed, r.url)
+    assert "objective changed from ['minimize'] ['p99'] to ['maximize'] ['p99']" in str(err.value)
+    narrower = experiment(tmp_path, **{"parameters": [
+        {"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 8},
+        {"name": "gc", "env": "FORCEGC_INTERVAL_MS", "type": "int",
+         "values": [0, 100, 500, 2000, 5000, 10000]}], "baseline.repeats": 1})
+    with pytest.raises(StudyError) as err:
+        st.open_for_run(narrower, r.url)
+    assert "parameter GOMAXPROCS changed" in str(err.value)
+    fresh = rig(tmp_path, exp=changed)
+    result = fresh.run(budget=1, new_study=True)
+    assert result.study.startswith("sim@")
+    names = {s.study_name for s in optuna.get_all_study_summaries(r.url)}
+    assert "sim" in names  # the old study is kept
+
+
+def test_orphaned_running_trial_is_failed_and_retried_once(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.run(budget=2)
+    studies = r.studies()
+    orphan = studies.search.ask()
+    orphan.suggest_int("GOMAXPROCS", 1, 16)
+    orphan.suggest_categorical("gc", [0, 100, 500, 2000, 5000, 10000])
+    # A worker on this host whose process is gone.
+    orphan.set_user_attr("worker", {**st.worker_id(), "pid": 2**22 + 7, "start": "1"})
+    orphan.set_user_attr("kind", "search")
+    result = rig(tmp_path, exp=r.exp).run(budget=3)
+    trials = r.studies().search.get_trials()
+    failed = [t for t in trials if t.number == orphan.number][0]
+    assert failed.state == TrialState.FAIL
+    assert "died" in failed.user_attrs["failure"]
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == orphan.number]
+    assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+    assert retried[0].params == failed.params
+    assert result.orphans and result.completed == 3
+
+
+class _FailingSource:
+    """Wraps a metric source: the named metric is unreadable."""
+
+    def __init__(self, inner: Any, metric: str) -> None:
+        self.inner, self.metric = inner, metric
+
+    def observe(self, live: Live) -> None:
+        self.inner.observe(live)
+
+    def read(self, queries: dict[str, str], window: Window, live: Live) -> dict[str, Reading]:
+        out = self.inner.read(queries, window, live)
+        out[self.metric] = Unavailable("no series for the test")
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_unreadable_required_metric_fails_the_trial_with_reason(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1, "study.stop_after_failures": 2})
+    r.backends = Backends(r.backends.target, r.backends.injector,
+                          _FailingSource(r.backends.source, "p99"))
+    with pytest.raises(StudyError, match="2 trials in a row failed"):
+        r.run(budget=3)
+    trials = r.studies().reference.get_trials() + r.studies().search.get_trials()
+    assert trials and all(t.state == TrialState.FAIL for t in trials)
+    assert all("p99 unavailable: no series for the test" in t.user_attrs["failure"]
+               for t in trials)
+    assert all(t.value is None for t in trials)
+    assert r.world.load()["active"] == {}
+    assert r.world.load()["applied"] is None  # restored
+
+
+def test_unreadable_diagnostic_is_recorded_not_invented(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.backends = Backends(r.backends.target, r.backends.injector,
+                          _FailingSource(r.backends.source, "stress_fraction"))
+    r.run(budget=1)
+    rec = r.studies().search.get_trials()[0].user_attrs["record"]
+    assert rec["state"] == "COMPLETE"
+    assert "stress_fraction" not in rec["metrics"]
+    assert rec["unavailable"] == {"stress_fraction": "no series for the test"}
+
+
+def test_noise_guard_remeasures_then_gives_up(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1, "measure.noise_guard.retries": 1})
+    r.world.update(foreign_cores=[0.9, 0.1])
+    r.run(budget=1)
+    rec = r.studies().reference.get_trials()[0].user_attrs["record"]
+    assert [a["foreign_cores"] for a in rec["attempts"]] == [0.9, 0.1]
+    assert rec["state"] == "COMPLETE"
+    r.world.update(foreign_cores=[0.9, 0.8])
+    rig(tmp_path, exp=r.exp).run(budget=2)
+    failed = [t for t in r.studies().search.get_trials() if t.state == TrialState.FAIL]
+    assert len(failed) == 1
+    assert "noise guard" in failed[0].user_attrs["failure"]
+
+
+def test_burst_pattern_injects_every_period(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1, "chaos.pattern": {"every": "4s", "burst": "1s"},
+                         "measure.window": "12s"})
+    r.run(budget=1)
+    rec = r.studies().search.get_trials()[0].user_attrs["record"]
+    assert len(rec["injections"]) == 3
+    assert rec["metrics"]["stress_fraction"] == pytest.approx(0.25)
+    assert r.world.load()["active"] == {}
+
+
+def test_deadline_starts_no_trial_that_cannot_finish(tmp_path: Path) -> None:
+    # Each trial takes 12 s of (fake) time; 40 s allows at most 3.
+    r = rig(tmp_path, **{"baseline.repeats": 1, "study.deadline": "40s"})
+    result = r.run(budget=10)
+    assert result.stop_reason == "deadline"
+    assert r.clock.monotonic() <= 40
+    assert completed_search(r.studies().search) == 2
+
+
+class _Interrupting:
+    def __init__(self, inner: Any, after: int) -> None:
+        self.inner, self.left = inner, after
+
+    def observe(self, live: Live) -> None:
+        self.inner.observe(live)
+
+    def read(self, queries: dict[str, str], window: Window, live: Live) -> dict[str, Reading]:
+        self.left -= 1
+        if self.left < 0:
+            raise Interrupted("SIGTERM")
+        return dict(self.inner.read(queries, window, live))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_interrupt_records_fail_recovers_restores_and_requeues(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.backends = Backends(r.backends.target, r.backends.injector,
+                          _Interrupting(r.backends.source, after=2))
+    with pytest.raises(Interrupted):
+        r.run(budget=5)
+    state = r.world.load()
+    assert state["active"] == {} and state["applied"] is None
+    trials = r.studies().search.get_trials()
+    assert [t.state for t in trials[:2]] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert trials[1].user_attrs["failure"] == "interrupted (SIGTERM)"
+    assert trials[2].state == TrialState.WAITING and trials[2].params == trials[1].params
+    result = rig(tmp_path, exp=r.exp).run(budget=5)
+    assert result.completed == 5
+
+
+def test_status_text_and_json(tmp_path: Path) -> None:
+    from autotune.study.status import status_data, status_text
+
+    r = rig(tmp_path, **{"baseline.repeats": 2})
+    r.run(budget=3)
+    data = status_data(r.exp, r.studies())
+    assert data["completed"] == 3 and data["baseline"]["n"] == 2
+    assert data["best"]["number"] in {0, 1, 2}
+    assert json.loads(json.dumps(data, default=str))["experiment"] == "sim"
+    text = status_text(data)
+    assert "search trials: 3/5 complete" in text
+    assert text.count("baseline  COMPLETE") == 2
+    assert "best: trial" in text and "% vs baseline median" in text
