@@ -128,6 +128,13 @@ class CpuLimit:
                 out.update(int(x) for x in (path / "cgroup.procs").read_text().split())
         return sorted(out)
 
+    @staticmethod
+    def _procs(path: Path) -> str:
+        try:
+            return (path / "cgroup.procs").read_text().split().__repr__()
+        except OSError:
+            return "?"
+
     def usage_seconds(self) -> float | None:
         """CPU used by everything in our cgroups so far (exited processes included)."""
         if self.mode.kind == "affinity" or self.mode.acct_root is None:
@@ -165,15 +172,18 @@ class CpuLimit:
                 leftovers.append(f"pid {pid} in {child}")
         deadline = time.monotonic() + timeout
         roots = {r for r in (self.mode.cpu_root, self.mode.acct_root) if r is not None}
-        targets = [*self.dirs, *[r / self.name for r in roots]]
+        targets = [r / self.name / child for r in roots for child in ("service", "tools")]
+        targets += [r / self.name for r in roots]
         for path in sorted(set(targets), key=lambda p: -len(p.parts)):
             while path.exists():
                 try:
                     path.rmdir()
                 except OSError:
                     if time.monotonic() > deadline:
-                        raise PrerequisiteError(f"cannot remove cgroup {path}") from None
+                        raise PrerequisiteError(f"cannot remove cgroup {path}: "
+                                                f"still holds {self._procs(path)}") from None
                     time.sleep(0.05)
+        self.dirs.clear()
         return leftovers
 
 

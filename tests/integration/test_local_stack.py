@@ -1,0 +1,227 @@
+"""The real local stack: Go demo service, open-loop load generator, stress-ng, Prometheus."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from autotune import gobuild, proc
+from autotune.cli import main
+from autotune.targets.local import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+
+DEMO_METRICS = [
+    "http_request_duration_seconds_bucket", "go_sched_pauses_total_gc_seconds_bucket",
+    "go_sched_latencies_seconds_bucket", "go_cpu_classes_idle_cpu_seconds_total",
+    "go_cpu_classes_total_cpu_seconds_total", "go_sched_gomaxprocs_threads",
+    "go_gc_cycles_forced_gc_cycles_total", "go_gc_cycles_total_gc_cycles_total",
+    "go_gc_duration_seconds", "process_cpu_seconds_total", "go_info",
+]
+
+
+def _wait_http(url: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(url, timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{url} never answered")
+
+
+def _counter(text: str, name: str, labels: str = "") -> float:
+    pattern = rf"^{re.escape(name)}{re.escape(labels)}\s+(\S+)$"
+    match = re.search(pattern, text, re.MULTILINE)
+    assert match, f"{name}{labels} not found"
+    return float(match.group(1))
+
+
+def test_demo_builds_and_exposes_client_golang_names() -> None:
+    binary = gobuild.build("demo")
+    port = free_port()
+    p = proc.start([str(binary), "-addr", f"127.0.0.1:{port}"], role="test-demo",
+                   env={**os.environ, "GOMAXPROCS": "3", "FORCEGC_INTERVAL_MS": "100"})
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz")
+        for _ in range(20):
+            assert requests.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 200
+        time.sleep(0.5)
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    finally:
+        p.stop()
+    for name in DEMO_METRICS:
+        assert re.search(rf"^{name}[ {{]", text, re.MULTILINE), name
+    assert _counter(text, "go_sched_gomaxprocs_threads") == 3
+    assert _counter(text, "go_gc_cycles_forced_gc_cycles_total") >= 2  # the 100 ms ticker
+    assert 'le="0.0001"' in text  # fine buckets from 0.1 ms
+
+
+def test_loadgen_holds_its_rate_open_loop() -> None:
+    demo, loadgen = gobuild.build("demo"), gobuild.build("loadgen")
+    port, lport = free_port(), free_port()
+    service = proc.start([str(demo), "-addr", f"127.0.0.1:{port}"], role="test-demo")
+    gen = None
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz")
+        gen = proc.start([str(loadgen), "-target", f"http://127.0.0.1:{port}/", "-rate", "200",
+                          "-listen", f"127.0.0.1:{lport}", "-max-duration", "60s"],
+                         role="test-loadgen")
+        _wait_http(f"http://127.0.0.1:{lport}/healthz")
+        first = requests.get(f"http://127.0.0.1:{lport}/metrics", timeout=5).text
+        t0 = time.monotonic()
+        time.sleep(3)
+        second = requests.get(f"http://127.0.0.1:{lport}/metrics", timeout=5).text
+        elapsed = time.monotonic() - t0
+    finally:
+        for p in (gen, service):
+            if p is not None:
+                p.stop()
+    scheduled = (_counter(second, "loadgen_requests_scheduled_total")
+                 - _counter(first, "loadgen_requests_scheduled_total"))
+    ok = (_counter(second, "loadgen_requests_total", '{outcome="ok"}')
+          - _counter(first, "loadgen_requests_total", '{outcome="ok"}'))
+    assert scheduled / elapsed == pytest.approx(200, rel=0.1)
+    assert ok / elapsed == pytest.approx(200, rel=0.15)
+
+
+def test_loadgen_refuses_non_loopback_targets() -> None:
+    code, out = proc.run([str(gobuild.build("loadgen")), "-target", "http://10.0.0.1:80/",
+                          "-rate", "1", "-listen", "127.0.0.1:0"], timeout=10)
+    assert code != 0 and "loopback" in out.lower()
+
+
+def _local_experiment(tmp: Path, **extra: Any) -> Path:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "experiments" / "local.yaml").read_text())
+    doc["name"] = "it-local"
+    doc["baseline"]["repeats"] = 1
+    doc["measure"] = {"warmup": "2s", "window": "5s",
+                      "noise_guard": {"max_foreign_cores": 1.5, "retries": 1}}
+    doc["study"] = {"trials": 2, "sampler": "random", "seed": 5}
+    doc.update(extra)
+    path = tmp / "exp.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _ours_alive(tmp: Path) -> list[str]:
+    """Processes from our registry that still run, and cgroups of ours still present."""
+    left = []
+    registry = tmp / "results" / "it-local" / "processes.json"
+    if registry.exists():
+        for e in json.loads(registry.read_text()):
+            if proc.alive(e["pid"], e["started"]):
+                left.append(f"{e['role']} {e['pid']}")
+    for root in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup")):
+        if root.exists():
+            left += [str(p) for p in root.glob("autotune-it-local-*")]
+    return left
+
+
+def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    exp = _local_experiment(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(exp), "--plain"]) == 0
+    out = capsys.readouterr().out
+    assert "2 search trials complete" in out
+    records = [json.loads(x) for x in
+               (tmp_path / "results" / "it-local" / "trials.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    for rec in records:
+        assert rec["state"] == "COMPLETE", rec.get("failure")
+        assert rec["unavailable"] == {}, rec["unavailable"]
+        m = rec["metrics"]
+        assert 0 < m["p99_latency"] < 5
+        assert m["achieved_rps"] == pytest.approx(400, rel=0.15)
+        assert m["gomaxprocs"] >= 1 and m["gc_rate"] > 0
+        assert rec["injections"] and rec["injections"][0]["in_cgroup"] is True
+        assert rec["live"]["isolation"].startswith("cgroup")
+    baseline = records[0]
+    assert baseline["kind"] == "baseline"
+    # GOMAXPROCS unset under a 1-CPU quota: Go >= 1.25 picks max(2, ceil(1)) = 2.
+    assert baseline["live"]["gomaxprocs_effective"] == 2
+    assert _ours_alive(tmp_path) == []
+
+
+def _start_run(tmp: Path, exp: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "autotune.cli", "run", str(exp), "--plain"],
+                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _wait_for_stress(tmp: Path, p: subprocess.Popen[str], timeout: float = 90) -> None:
+    registry = tmp / "results" / "it-local" / "processes.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()[0]
+        if registry.exists():
+            try:
+                entries = json.loads(registry.read_text())
+            except json.JSONDecodeError:
+                entries = []
+            if any(e["role"] == "stress-ng" for e in entries):
+                return
+        time.sleep(0.1)
+    raise AssertionError("stress never started")
+
+
+def test_sigterm_mid_window_leaves_nothing_running(tmp_path: Path) -> None:
+    exp = _local_experiment(tmp_path)
+    p = _start_run(tmp_path, exp)
+    _wait_for_stress(tmp_path, p)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out
+    assert _ours_alive(tmp_path) == []
+
+
+def test_sigkill_leftovers_are_stopped_by_cleanup(tmp_path: Path) -> None:
+    exp = _local_experiment(tmp_path)
+    p = _start_run(tmp_path, exp)
+    _wait_for_stress(tmp_path, p)
+    os.killpg(p.pid, signal.SIGKILL)  # only the autotune process group; children have their own
+    p.communicate(timeout=10)
+    assert _ours_alive(tmp_path), "a SIGKILL leaves the service and stress behind"
+    done = subprocess.run([sys.executable, "-m", "autotune.cli", "cleanup", str(exp)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "stress-ng" in done.stdout and "service" in done.stdout
+    assert _ours_alive(tmp_path) == []
+
+
+def test_users_own_service_without_go_runtime_metrics(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    echo = gobuild.build("echo")
+    exp = _local_experiment(tmp_path, target={"local": {
+        "command": [str(echo), "--port", "{port}"], "health": "/ready", "metrics_path": "/stats",
+        "env": {"ECHO_GREETING": "hi"}, "cpus": 1.0,
+        "load": {"rate": 200, "path": "/ping", "headers": {"X-Test": "1"}},
+    }})
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(exp), "--plain", "--trials", "1"]) == 0
+    records = [json.loads(x) for x in
+               (tmp_path / "results" / "it-local" / "trials.jsonl").read_text().splitlines()]
+    assert [r["state"] for r in records] == ["COMPLETE", "COMPLETE"]
+    rec = records[-1]
+    assert rec["metrics"]["achieved_rps"] == pytest.approx(200, rel=0.15)
+    assert "p99_latency" in rec["metrics"] and "server_p99" in rec["metrics"]
+    # No Go runtime metrics on /stats: the diagnostics are unavailable, with a reason.
+    for name in ("gc_pause_p99", "p_idle_fraction", "gomaxprocs"):
+        assert name in rec["unavailable"] and "no series" in rec["unavailable"][name]
+    assert _ours_alive(tmp_path) == []
