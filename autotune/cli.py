@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
     p.add_argument("file")
+
+    p = add("doctor", "check the prerequisites (local tools, cgroups; cluster access for "
+                      "kubernetes experiments) and say how to fix what is missing")
+    p.add_argument("file", nargs="?", help="experiment file (default: check the local stack)")
     return parser
 
 
@@ -158,12 +162,25 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from autotune import doctor
+
+    exp = _load(args.file)[0] if args.file else None
+    checks = doctor.run(exp)
+    for c in checks:
+        print(f"[{'ok' if c.ok else 'MISSING'}] {c.name}: {c.detail}")
+        if not c.ok and c.fix:
+            print(f"      fix: {c.fix}")
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_CONFIG
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "validate": cmd_validate,
     "schema": cmd_schema,
     "status": cmd_status,
     "cleanup": cmd_cleanup,
+    "doctor": cmd_doctor,
 }
 
 

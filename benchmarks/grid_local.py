@@ -1,0 +1,143 @@
+"""Ground truth for the local demo: every configuration of an experiment's grid, repeated, in
+shuffled order, measured with the same trial phases a study uses. Writes one CSV row per trial.
+
+    python benchmarks/grid_local.py experiments/local.yaml --repeats 2 --out results/grid.csv
+
+Then summarise (table, repeat spread, best/worst, baseline, per-trial overhead):
+
+    python benchmarks/grid_local.py --summarize results/grid.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from autotune.clock import SystemClock
+from autotune.experiment import load_experiment
+from autotune.experiment.models import Setting
+from autotune.local_stack import build
+from autotune.study.interrupts import signals_as_exceptions
+from autotune.study.space import grid, to_env
+from autotune.study.trial import TrialFailed, measure
+
+FIELDS = ["order", "config", "repeat", "state", "failure", "seconds", "overhead_s",
+          "foreign_cores_max", "attempts"]
+
+
+def configs(path: Path) -> tuple[Any, list[dict[str, Setting]]]:
+    exp, _ = load_experiment(path)
+    space = grid(exp)
+    names = list(space)
+    out: list[dict[str, Setting]] = [dict(zip(names, combo, strict=True))
+                                     for combo in itertools.product(*space.values())]
+    out.insert(0, exp.baseline_settings())
+    return exp, out
+
+
+def label(settings: dict[str, Setting]) -> str:
+    return " ".join(f"{k}={'unset' if v is None else v}" for k, v in settings.items())
+
+
+def sweep(path: Path, repeats: int, out: Path, seed: int) -> None:
+    exp, all_configs = configs(path)
+    schedule = [(c, r) for c in all_configs for r in range(repeats)]
+    random.Random(seed).shuffle(schedule)
+    results = Path("results") / f"{exp.name}-grid"
+    results.mkdir(parents=True, exist_ok=True)
+    clock = SystemClock()
+    backends = build(exp, results, clock)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    metric_names = list(exp.metrics)
+    with out.open("w", newline="") as f, signals_as_exceptions():
+        writer = csv.DictWriter(f, fieldnames=FIELDS + metric_names)
+        writer.writeheader()
+        try:
+            for order, (settings, repeat) in enumerate(schedule):
+                record: dict[str, Any] = {}
+                t0 = time.monotonic()
+                row: dict[str, Any] = {"order": order, "config": label(settings),
+                                       "repeat": repeat}
+                try:
+                    metrics = measure(exp, backends, to_env(exp, settings), clock=clock,
+                                      labels={"autotune/trial": f"grid-{order}"}, record=record)
+                    row.update(state="COMPLETE", **metrics)
+                except TrialFailed as e:
+                    row.update(state="FAIL", failure=e.reason)
+                seconds = time.monotonic() - t0
+                foreign = [a["foreign_cores"] for a in record.get("attempts", [])
+                           if a["foreign_cores"] is not None]
+                row.update(seconds=round(seconds, 2),
+                           overhead_s=round(seconds - exp.measure.warmup - exp.measure.window
+                                            * max(1, len(record.get("attempts", []))), 2),
+                           foreign_cores_max=max(foreign) if foreign else "",
+                           attempts=len(record.get("attempts", [])))
+                writer.writerow(row)
+                f.flush()
+                print(f"[{order + 1}/{len(schedule)}] {row['config']} r{repeat}: "
+                      f"{row.get(exp.goals[0].label, row.get('failure'))}", flush=True)
+        finally:
+            backends.injector.cleanup()
+            backends.target.restore()
+            backends.source.close()
+
+
+def summarize(path: Path, metric: str) -> None:
+    rows = list(csv.DictReader(path.open()))
+    by: dict[str, list[float]] = defaultdict(list)
+    failed = [r for r in rows if r["state"] != "COMPLETE"]
+    for r in rows:
+        if r["state"] == "COMPLETE":
+            by[r["config"]].append(float(r[metric]))
+    table = sorted(by.items(), key=lambda kv: statistics.median(kv[1]))
+    print(f"{'configuration':<45} {'median ms':>10} {'repeats (ms)':<30}")
+    for config, values in table:
+        print(f"{config:<45} {statistics.median(values) * 1000:>10.2f} "
+              f"{', '.join(f'{v * 1000:.2f}' for v in values):<30}")
+    ratios = [max(v) / min(v) for v in by.values() if len(v) > 1 and min(v) > 0]
+    if ratios:
+        print(f"\nrepeat spread (max/min within a configuration): median "
+              f"{statistics.median(ratios):.2f}x, max {max(ratios):.2f}x over {len(ratios)} configs")
+    baseline = [c for c in by if "unset" in c]
+    if baseline:
+        print(f"baseline {baseline[0]}: median {statistics.median(by[baseline[0]]) * 1000:.2f} ms")
+    print(f"best {table[0][0]}: {statistics.median(table[0][1]) * 1000:.2f} ms; "
+          f"worst {table[-1][0]}: {statistics.median(table[-1][1]) * 1000:.2f} ms")
+    overhead = [float(r["overhead_s"]) for r in rows if r["state"] == "COMPLETE"]
+    if overhead:
+        print(f"per-trial overhead beyond warm-up + window: median {statistics.median(overhead):.2f}s,"
+              f" max {max(overhead):.2f}s")
+    print(f"{len(rows)} trials, {len(failed)} failed"
+          + "".join(f"\n  FAIL {r['config']}: {r['failure']}" for r in failed))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", nargs="?", type=Path)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("results/grid.csv"))
+    parser.add_argument("--summarize", type=Path, help="summarise an existing CSV instead")
+    parser.add_argument("--metric", default="p99_latency")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        summarize(args.summarize, args.metric)
+        return 0
+    if args.experiment is None:
+        parser.error("experiment file required")
+    sweep(args.experiment, args.repeats, args.out, args.seed)
+    summarize(args.out, args.metric)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
