@@ -17,6 +17,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,19 +54,24 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
         # A second reader (status while running) must wait for the writer, not fail.
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
     interval = max(1, round(heartbeat))
-    try:
-        with warnings.catch_warnings():
-            # Heartbeats are "experimental" since Optuna 2.8; we depend on them knowingly.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(
-                url,
-                heartbeat_interval=interval,
-                grace_period=interval * 6,
-                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
-                **kwargs,
-            )
-    except Exception as e:  # SQLAlchemy raises many types for a bad URL or unreachable server
-        raise StudyError([f"cannot open the study storage {redact(url)}: {e}"]) from None
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                # Heartbeats are "experimental" since Optuna 2.8; we depend on them knowingly.
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(
+                    url,
+                    heartbeat_interval=interval,
+                    grace_period=interval * 6,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                    **kwargs,
+                )
+        except Exception as e:  # SQLAlchemy raises many types for a bad URL or a dead server
+            # Workers starting together race to create the schema; the loser retries.
+            if attempt == 2 or "already exists" not in str(e):
+                raise StudyError([f"cannot open the study storage {redact(url)}: {e}"]) from None
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
 
 
 def redact(url: str) -> str:
@@ -73,8 +79,8 @@ def redact(url: str) -> str:
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
+        if ":" in creds:
+            return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
     return url
 
 
@@ -148,8 +154,13 @@ def open_for_run(exp: Experiment, url: str, *, new_study: bool = False) -> Studi
         name = exp.name
         if current is not None:
             name = f"{exp.name}@{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
-        search = optuna.create_study(study_name=name, storage=storage,
-                                     directions=directions(exp))
+        try:
+            search = optuna.create_study(study_name=name, storage=storage,
+                                         directions=directions(exp))
+        except optuna.exceptions.DuplicatedStudyError:
+            # Another worker created it a moment ago: join it (it has the same fingerprint
+            # unless the experiment files differ, which the next run will report).
+            search = optuna.load_study(study_name=name, storage=storage)
         search.set_user_attr("fingerprint", fp)
         search.set_user_attr("experiment", exp.name)
         search.set_user_attr("autotune_version", __version__)
