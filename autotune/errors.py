@@ -1,4 +1,4 @@
-"""The one error hierarchy. The CLI maps these to exit codes; trials record them as failure reasons."""
+"""The one error hierarchy. The CLI maps these to exit codes; trials record them as reasons."""
 
 from __future__ import annotations
 

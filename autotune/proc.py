@@ -229,10 +229,10 @@ def start(
             os.sched_setaffinity(0, pinned)
 
     try:
-        popen = subprocess.Popen(  # noqa: S603 - argv comes from the experiment, never a shell
+        popen = subprocess.Popen(
             list(argv), env=dict(env) if env is not None else None, cwd=cwd,
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=preexec,  # noqa: PLW1509
+            start_new_session=True, preexec_fn=preexec,
         )
     except FileNotFoundError:
         raise PrerequisiteError(f"{role}: program not found: {argv[0]}") from None
@@ -253,7 +253,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None, timeout: float = 600.0) -> tuple[int, str]:
     """Run a short command to completion; return (exit code, combined output)."""
     try:
-        done = subprocess.run(  # noqa: S603
+        done = subprocess.run(
             list(argv), env=dict(env) if env is not None else None, cwd=cwd,
             stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False,
         )

@@ -5,9 +5,10 @@ a surface whose optimum is known. It is stateful and persistent (a JSON file), s
 leaves evidence a later run or a test can inspect: which settings are applied, which stress
 injections are active, and every injection ever made.
 
-The surface (the metric whose query is ``surface``): ``floor * (1 + sensitivity * d^2)``, where ``d^2`` is the mean squared distance of
-the applied settings from the optimum with each parameter scaled to [0, 1]; multiplied by
-``1 + (stress_factor - 1) * (fraction of the window under stress)``, then by ``1 + noise * N(0, 1)``.
+The surface (the metric whose query is ``surface``): ``floor * (1 + sensitivity * d^2)``, where
+``d^2`` is the mean squared distance of the applied settings from the optimum with each parameter
+scaled to [0, 1]; multiplied by ``1 + (stress_factor - 1) * (fraction of the window under
+stress)``, then by ``1 + noise * N(0, 1)``.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ def summarize(path: Path, metric: str) -> None:
     ratios = [max(v) / min(v) for v in by.values() if len(v) > 1 and min(v) > 0]
     if ratios:
         print(f"\nrepeat spread (max/min within a configuration): median "
-              f"{statistics.median(ratios):.2f}x, max {max(ratios):.2f}x over {len(ratios)} configs")
+              f"{statistics.median(ratios):.2f}x, max {max(ratios):.2f}x "
+              f"over {len(ratios)} configs")
     baseline = [c for c in by if "unset" in c]
     if baseline:
         print(f"baseline {baseline[0]}: median {statistics.median(by[baseline[0]]) * 1000:.2f} ms")
@@ -113,7 +114,8 @@ def summarize(path: Path, metric: str) -> None:
           f"worst {table[-1][0]}: {statistics.median(table[-1][1]) * 1000:.2f} ms")
     overhead = [float(r["overhead_s"]) for r in rows if r["state"] == "COMPLETE"]
     if overhead:
-        print(f"per-trial overhead beyond warm-up + window: median {statistics.median(overhead):.2f}s,"
+        print("per-trial overhead beyond warm-up + window: "
+              f"median {statistics.median(overhead):.2f}s,"
               f" max {max(overhead):.2f}s")
     print(f"{len(rows)} trials, {len(failed)} failed"
           + "".join(f"\n  FAIL {r['config']}: {r['failure']}" for r in failed))

@@ -1,1 +1,1 @@
-"""Chaos injectors: CPU stress like Chaos Mesh's StressChaos (in a cluster, or stress-ng locally)."""
+"""Chaos injectors: CPU stress like Chaos Mesh's StressChaos (cluster) or stress-ng (local)."""

@@ -121,7 +121,7 @@ def _check_target(exp: Experiment) -> list[str]:
     if t.simulated is not None:
         known = {p.name: p for p in exp.parameters}
         for field in ("optimum", "unset"):
-            for name, value in getattr(t.simulated, field).items():
+            for name, _value in getattr(t.simulated, field).items():
                 if name not in known:
                     problems.append(f"target.simulated.{field}.{name}: unknown parameter")
         for name in known:
@@ -185,6 +185,7 @@ def _check_measure(exp: Experiment) -> list[str]:
         for i, p in enumerate(exp.parameters):
             if p.values is None and p.type == "float" and p.step is None:
                 problems.append(f"parameters[{i}]: the grid sampler needs values or a step")
-    if exp.study.deadline is not None and exp.study.deadline < exp.measure.warmup + exp.measure.window:
+    one_trial = exp.measure.warmup + exp.measure.window
+    if exp.study.deadline is not None and exp.study.deadline < one_trial:
         problems.append("study.deadline: shorter than one trial (warmup + window)")
     return problems

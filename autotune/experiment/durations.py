@@ -1,4 +1,4 @@
-"""Durations as people write them in experiment files: ``500ms``, ``15s``, ``1m30s``, ``2h``, or seconds."""
+"""Durations as people write them: ``500ms``, ``15s``, ``1m30s``, ``2h``, or plain seconds."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def format_duration(seconds: float) -> str:
         return f"{seconds * 1000:.0f}ms"
     if seconds < 120:
         return f"{seconds:.3g}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 120:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)

@@ -1,4 +1,4 @@
-"""Constraint expressions: ``<metric> <op> <number>``, turned into Optuna's "feasible when <= 0" form."""
+"""Constraints ``<metric> <op> <number>``, turned into Optuna's "feasible when <= 0" form."""
 
 from __future__ import annotations
 

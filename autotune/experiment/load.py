@@ -1,4 +1,4 @@
-"""Read an experiment file into an ``Experiment``, or raise one ``ExperimentError`` listing every problem."""
+"""Read an experiment file into its models, or raise an ``ExperimentError`` with all problems."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def load_experiment(path: str | Path) -> tuple[Experiment, str]:
 
 def parse_experiment(text: str) -> Experiment:
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -111,8 +111,9 @@ class PrometheusSource:
                 return
             time.sleep(min(0.2, self.scrape_interval / 2))
         down = self._query(f"up{{{selector}}} == 0", self.clock.now())
+        seen = down if isinstance(down, Unavailable) else reading
         raise MetricsError(f"Prometheus is not scraping every endpoint of the service "
-                           f"({dict(live.endpoints)}): {down if isinstance(down, Unavailable) else reading}")
+                           f"({dict(live.endpoints)}): {seen}")
 
     def _await_scrape_after(self, live: Live, at: float) -> None:
         selector = promql.render_selector(live.scope)

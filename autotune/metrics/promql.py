@@ -39,7 +39,7 @@ def render_selector(matchers: tuple[Matcher, ...]) -> str:
 
 
 def render_window(seconds: float) -> str:
-    millis = int(round(seconds * 1000))
+    millis = round(seconds * 1000)
     return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
 
 

@@ -189,4 +189,14 @@ def confirm(
     log.info("confirming %s and the baseline: %d runs to go, %d done or queued",
              ", ".join(f"#{p.trial}" for p in schedule.candidates), len(schedule.entries),
              schedule.already)
-    return runner.run_reference(studies, list(schedule.entries))
+    before = _completed(studies)
+    runner.run_reference(studies, list(schedule.entries))
+    # Counted here rather than trusting the runner's count: queued trials already exist when
+    # they run, which a "did a new trial appear" count misses.
+    return _completed(studies) - before
+
+
+def _completed(studies: st.Studies) -> int:
+    return sum(1 for t in studies.reference.get_trials(deepcopy=False,
+                                                       states=[TrialState.COMPLETE])
+               if t.user_attrs.get("kind") == "confirm")

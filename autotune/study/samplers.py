@@ -38,8 +38,8 @@ def make_sampler(exp: Experiment, trials_so_far: int) -> tuple[str, optuna.sampl
     seed = derive_seed(exp.study.seed, trials_so_far)
     # Optuna 5 samplers read the values set with trial.set_constraint themselves.
     registry: dict[str, Callable[[], optuna.samplers.BaseSampler]] = {
-        "gp": lambda: optuna.samplers.GPSampler(seed=seed,
-                                                n_startup_trials=min(10, exp.study.trials // 2 + 1)),
+        "gp": lambda: optuna.samplers.GPSampler(
+            seed=seed, n_startup_trials=min(10, exp.study.trials // 2 + 1)),
         "tpe": lambda: optuna.samplers.TPESampler(seed=seed),
         "random": lambda: optuna.samplers.RandomSampler(seed=seed),
         "grid": lambda: optuna.samplers.GridSampler(grid(exp), seed=seed),

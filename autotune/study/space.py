@@ -47,7 +47,7 @@ def grid(exp: Experiment) -> dict[str, list[Any]]:
             continue
         assert p.low is not None and p.high is not None
         step = p.step or 1.0
-        n = int(math.floor((p.high - p.low) / step + 1e-9)) + 1
+        n = math.floor((p.high - p.low) / step + 1e-9) + 1
         values = [p.low + i * step for i in range(n)]
         space[p.name] = [int(v) for v in values] if p.type == "int" else values
     return space

@@ -1,4 +1,4 @@
-"""Every Injector: stress is really there after inject, really gone after recover, whatever happens."""
+"""Every Injector: stress is really there after inject and really gone after recover."""
 
 from __future__ import annotations
 

@@ -127,7 +127,8 @@ def _ours_alive(tmp: Path) -> list[str]:
         for e in json.loads(registry.read_text()):
             if proc.alive(e["pid"], e["started"]):
                 left.append(f"{e['role']} {e['pid']}")
-    for root in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup")):
+    roots = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup")
+    for root in map(Path, roots):
         if root.exists():
             left += [str(p) for p in root.glob("autotune-it-local-*")]
     return left

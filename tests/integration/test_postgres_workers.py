@@ -75,8 +75,8 @@ def _experiment(tmp: Path, worker: int) -> Path:
 
 def test_two_workers_share_one_study(tmp_path: Path, postgres_url: str) -> None:
     procs = [
-        subprocess.Popen([sys.executable, "-m", "autotune.cli", "run", str(_experiment(tmp_path, w)),
-                          "--storage", postgres_url, "--plain"],
+        subprocess.Popen([sys.executable, "-m", "autotune.cli", "run",
+                          str(_experiment(tmp_path, w)), "--storage", postgres_url, "--plain"],
                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for w in (1, 2)
     ]

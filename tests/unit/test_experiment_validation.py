@@ -49,7 +49,8 @@ CASES = [
      "study.workers: unknown key"),
     ("bad duration", _with("warmup: 1s", "warmup: 10 parsecs"),
      "measure.warmup: not a duration: '10 parsecs'"),
-    ("negative duration", _with("window: 5s", "window: -5"), "measure.window: must not be negative"),
+    ("negative duration", _with("window: 5s", "window: -5"),
+     "measure.window: must not be negative"),
     ("wrong type", _with("workers: 2", "workers: many"), "chaos.stress.workers:"),
     ("workers zero", _with("workers: 2", "workers: 0"), "chaos.stress.workers: must be >= 1"),
     ("workers too many", _with("workers: 2", "workers: 9000"),
@@ -66,7 +67,8 @@ CASES = [
     ("high below low", _with("low: 1, high: 8", "low: 8, high: 1"),
      "parameters[0].high: must be > low"),
     ("missing high", _with("low: 1, high: 8", "low: 1"), "parameters[0].high: required"),
-    ("log with zero low", _with("type: int, low: 1, high: 8", "type: float, low: 0, high: 8, log: true"),
+    ("log with zero low",
+     _with("type: int, low: 1, high: 8", "type: float, low: 0, high: 8, log: true"),
      "parameters[0].low: must be > 0 when log is true"),
     ("unknown type", _with("type: int, low", "type: integer, low"),
      "parameters[0].type: 'integer' is not one of"),
@@ -136,12 +138,17 @@ def test_valid_file_parses_into_frozen_models() -> None:
         exp.study.trials = 9  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "experiments").glob("*.yaml")), ids=str)
+EXPERIMENTS = sorted((Path(__file__).parents[2] / "experiments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
 def test_shipped_experiments_are_valid(path: Path) -> None:
     load_experiment(path)
 
 
-def test_cli_validate_exit_codes_and_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_validate_exit_codes_and_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     good = tmp_path / "good.yaml"
     good.write_text(VALID)
     assert main(["validate", str(good)]) == 0

@@ -119,7 +119,7 @@ def test_orphaned_running_trial_is_failed_and_retried_once(tmp_path: Path) -> No
     orphan.set_user_attr("kind", "search")
     result = rig(tmp_path, exp=r.exp).run(budget=3)
     trials = r.studies().search.get_trials()
-    failed = [t for t in trials if t.number == orphan.number][0]
+    failed = next(t for t in trials if t.number == orphan.number)
     assert failed.state == TrialState.FAIL
     assert "died" in failed.user_attrs["failure"]
     retried = [t for t in trials if t.system_attrs.get("failed_trial") == orphan.number]
