@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from autotune import __version__
 from autotune.errors import AutotuneError, ExperimentError
@@ -31,6 +32,8 @@ examples:
   autotune validate experiments/local.yaml
   autotune run experiments/local.yaml --trials 5      # a short run; run again to resume
   autotune status experiments/local.yaml --json
+  autotune report experiments/local.yaml             # report.md/.html/.json + plots
+  autotune export experiments/api.yaml --format kustomize > patch.yaml
   autotune cleanup experiments/local.yaml             # remove stress/processes a dead run left
 
 exit codes: 0 ok, 1 invalid experiment or unusable study, 2 usage, 3 internal error,
@@ -67,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--new-study", action="store_true",
                    help="start a new study even if one exists (the old one is kept)")
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="skip the confirmation re-runs of the top candidates at the end")
+    _confirm_options(p)
 
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
     p.add_argument("file")
@@ -78,6 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    p = add("confirm", "re-measure the top candidates and the baseline, interleaved and shuffled, "
+                       "and give the verdict (adopt / keep current / inconclusive)")
+    p.add_argument("file")
+    p.add_argument("--storage")
+    p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
+    _confirm_options(p)
+
+    p = add("report", "write results/<name>/report.{md,html,json} and the plots")
+    p.add_argument("file")
+    p.add_argument("--storage")
+    p.add_argument("--out", help="directory (default results/<name>/)")
+
+    p = add("export", "print the recommendation ready to apply")
+    p.add_argument("file")
+    p.add_argument("--storage")
+    p.add_argument("--format", required=True, choices=["kustomize", "env", "json", "helm-values"])
+    p.add_argument("--force", action="store_true",
+                   help="export the best candidate even when the verdict is not 'adopt'")
+
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
     p.add_argument("file")
 
@@ -85,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
                       "kubernetes experiments) and say how to fix what is missing")
     p.add_argument("file", nargs="?", help="experiment file (default: check the local stack)")
     return parser
+
+
+def _confirm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--top", type=_positive, default=3, help="candidates to confirm (default 3)")
+    p.add_argument("--repeats", type=_positive, default=3,
+                   help="confirmation rounds; each measures every candidate and the baseline "
+                        "once, in a shuffled order (default 3)")
 
 
 def _load(path: str) -> tuple[Experiment, str]:
@@ -103,35 +135,106 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _runner(exp: Experiment, digest: str, plain: bool) -> tuple[Any, Any]:
+    """The study runner with this experiment's backends, and its progress display."""
     from autotune.backends import build
     from autotune.clock import SystemClock
     from autotune.progress import PlainProgress, RichProgress
     from autotune.study import storage as st
     from autotune.study.journal import Journal
     from autotune.study.loop import StudyRunner
-    from autotune.study.status import run_text, status_data
 
-    exp, digest = _load(args.file)
-    url = st.storage_url(exp, args.storage)
     results = st.results_dir(exp)
     results.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
-    studies = st.open_for_run(exp, url, new_study=args.new_study)
-    rich = sys.stderr.isatty() and not args.plain
-    progress = RichProgress() if rich else PlainProgress()
+    progress = RichProgress() if sys.stderr.isatty() and not plain else PlainProgress()
+    backends = build(exp, results, clock)
+    runner = StudyRunner(exp, backends, clock=clock, progress=progress,
+                         journal=Journal(results / "trials.jsonl"), experiment_hash=digest)
+    return runner, progress
+
+
+def _verdict_text(exp: Experiment, studies: Any) -> str:
+    from autotune.report import build_report
+
+    report = build_report(exp, studies)
+    return f"verdict: {report.verdict.upper()} - {report.reason}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from autotune.progress import RichProgress
+    from autotune.study import storage as st
+    from autotune.study.confirm import confirm
+    from autotune.study.status import run_text, status_data
+
+    exp, digest = _load(args.file)
+    studies = st.open_for_run(exp, st.storage_url(exp, args.storage), new_study=args.new_study)
+    progress = None
     try:
         with signals_as_exceptions():
-            backends = build(exp, results, clock)
-            runner = StudyRunner(exp, backends, clock=clock, progress=progress,
-                                 journal=Journal(results / "trials.jsonl"),
-                                 experiment_hash=digest)
+            runner, progress = _runner(exp, digest, args.plain)
             result = runner.run(studies, args.trials or exp.study.trials)
+            confirmed = result.stop_reason == "budget reached" and not args.no_confirm
+            if confirmed:
+                confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
+                        seed=exp.study.seed)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
-    print(run_text(result, status_data(exp, studies), str(results)))
+    print(run_text(result, status_data(exp, studies), str(st.results_dir(exp))))
+    if confirmed:
+        print(_verdict_text(exp, studies))
+    else:
+        print("no confirmation runs: `autotune confirm` re-measures the top candidates")
     return EXIT_OK
+
+
+def cmd_confirm(args: argparse.Namespace) -> int:
+    from autotune.progress import RichProgress
+    from autotune.study import storage as st
+    from autotune.study.confirm import confirm
+
+    exp, digest = _load(args.file)
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    progress = None
+    try:
+        with signals_as_exceptions():
+            runner, progress = _runner(exp, digest, args.plain)
+            done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
+                           seed=exp.study.seed)
+    finally:
+        if isinstance(progress, RichProgress):
+            progress.stop()
+    print(f"{done} confirmation trials completed")
+    print(_verdict_text(exp, studies))
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from autotune.report import build_report, write_report
+    from autotune.study import storage as st
+
+    exp, _ = _load(args.file)
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    report = build_report(exp, studies)
+    out = Path(args.out) if args.out else st.results_dir(exp)
+    for path in write_report(report, out, studies):
+        print(f"wrote {path}")
+    print(f"verdict: {report.verdict.upper()} - {report.reason}")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from autotune.report import build_report, export
+    from autotune.study import storage as st
+
+    exp, _ = _load(args.file)
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    text, code = export(build_report(exp, studies), args.format, force=args.force)
+    print(text, file=sys.stdout if code == 0 else sys.stderr)
+    return code
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -181,6 +284,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": cmd_status,
     "cleanup": cmd_cleanup,
     "doctor": cmd_doctor,
+    "confirm": cmd_confirm,
+    "report": cmd_report,
+    "export": cmd_export,
 }
 
 

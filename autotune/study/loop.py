@@ -131,11 +131,16 @@ class StudyRunner:
         self.trial_seconds: list[float] = []
         self.failures_in_a_row: list[str] = []
         self.failed = 0
+        self._current: int | None = None
+        self._search: optuna.Study | None = None
 
     # --- the objective Optuna calls --------------------------------------------------------
 
     def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        self._current = trial._trial_id
         kind = trial.user_attrs.get("kind", "search")
+        if trial.user_attrs.get("failure"):
+            trial.set_user_attr("failure", None)  # a retry inherits its original's attrs
         settings: dict[str, Setting] = (
             suggest(trial, self.exp) if kind == "search" else dict(trial.user_attrs["settings"])
         )
@@ -193,33 +198,30 @@ class StudyRunner:
         m = self.exp.measure
         return m.warmup + m.window + 10.0
 
-    def _run_one(self, study: optuna.Study) -> None:
-        before = len(study.get_trials(deepcopy=False))
+    def _run_one(self, study: optuna.Study) -> FrozenTrial | None:
+        """Run one trial (the oldest queued one, or a new sampler suggestion); return it."""
+        self._current = None
         t0 = self.clock.monotonic()
         try:
             study.optimize(self.objective, n_trials=1, catch=(TrialFailed,),
                            gc_after_trial=False, show_progress_bar=False)
         except Interrupted:
-            self._retry_interrupted(study, before)
+            if self._current is not None:
+                with shielded():
+                    st.retry(study, study._storage.get_trial(self._current))
             raise
-        trials = study.get_trials(deepcopy=False)
-        last = trials[before] if len(trials) > before else None
-        if last is None:
-            return
+        if self._current is None:
+            return None
+        last = study._storage.get_trial(self._current)
         if last.state == TrialState.COMPLETE:
             self.trial_seconds.append(self.clock.monotonic() - t0)
             self.failures_in_a_row.clear()
         else:
             self.failed += 1
             self.failures_in_a_row.append(str(last.user_attrs.get("failure", "unknown")))
-        self.progress.trial_finished(last.user_attrs.get("record", trial_summary(last)),
-                                     best_summary(self.exp, study))
-
-    def _retry_interrupted(self, study: optuna.Study, before: int) -> None:
-        trials = study.get_trials(deepcopy=False)
-        if len(trials) > before and trials[before].state == TrialState.FAIL:
-            with shielded():
-                st.retry(study, trials[before])
+        best = best_summary(self.exp, self._search) if self._search is not None else None
+        self.progress.trial_finished(last.user_attrs.get("record", trial_summary(last)), best)
+        return last
 
     def _check_failures(self) -> None:
         limit = self.exp.study.stop_after_failures
@@ -230,6 +232,7 @@ class StudyRunner:
     def run(self, studies: st.Studies, budget: int) -> RunResult:
         exp, b = self.exp, self.backends
         self.study_name = studies.name
+        self._search = studies.search
         orphans = st.fail_orphans(studies, exp.max_trial_seconds)
         for line in orphans:
             log.warning("%s", line)
@@ -288,16 +291,15 @@ class StudyRunner:
         run in the given order. Returns how many completed. Restores the target at the end.
         """
         self.study_name = studies.name
+        self._search = studies.search
         completed = 0
         try:
             for attrs in entries:
                 studies.reference.enqueue_trial({}, user_attrs=attrs)
             while any(t.state == TrialState.WAITING
                       for t in studies.reference.get_trials(deepcopy=False)):
-                before = len(studies.reference.get_trials(deepcopy=False))
-                self._run_one(studies.reference)
-                trials = studies.reference.get_trials(deepcopy=False)
-                if len(trials) > before and trials[before].state == TrialState.COMPLETE:
+                ran = self._run_one(studies.reference)
+                if ran is not None and ran.state == TrialState.COMPLETE:
                     completed += 1
                 self._check_failures()
         finally:

@@ -32,7 +32,8 @@ EXPERIMENT = {
 def _start(tmp: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "autotune.cli", "run", "exp.yaml", "--plain", *args],
+        [sys.executable, "-m", "autotune.cli", "run", "exp.yaml", "--plain", "--no-confirm",
+         *args],
         cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )

@@ -1,0 +1,244 @@
+"""The report's layout as a list of blocks, so Markdown and HTML say exactly the same thing.
+
+Only wording and number formatting happen here; every figure shown is a field of the Report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from autotune.experiment.models import Setting
+from autotune.report import significance as sig
+from autotune.report.model import Configuration, MetricSummary, Report
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+    strong: bool = False
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Figure:
+    file: str
+    """A PNG next to the report."""
+    caption: str
+
+
+Block = Heading | Paragraph | Bullets | Table | Figure
+
+VERDICT_TITLE = {"adopt": "ADOPT", "keep current": "KEEP CURRENT",
+                 "inconclusive": "INCONCLUSIVE"}
+
+
+def value(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "-"
+    return f"{x:.4g}{' ' + unit if unit else ''}"
+
+
+def setting(v: Setting) -> str:
+    return "unset" if v is None else str(v)
+
+
+def settings(s: Mapping[str, Setting]) -> str:
+    return " ".join(f"{k}={setting(v)}" for k, v in s.items())
+
+
+def percent(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
+
+
+def build(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
+    """``figures`` by kind: history, slice, contour or heatmap, importance, candidates,
+    diagnostics."""
+    blocks: list[Block] = [Heading(1, f"autotune report: {report.experiment}")]
+    if report.description:
+        blocks.append(Paragraph(report.description))
+    primary = report.objectives[0]
+    goal = ", ".join(f"{o.direction} {o.metric}{f' ({o.unit})' if o.unit else ''}"
+                     for o in report.objectives)
+    blocks.append(Paragraph(
+        f"Study {report.study}, report generated {report.environment.generated}. Objective: "
+        f"{goal}. Constraints: {', '.join(report.constraints) or 'none'}."))
+    blocks += _verdict(report)
+    blocks += _candidates(report, figures)
+    blocks += _configurations(report, figures)
+    blocks += _search(report, figures, primary.metric)
+    blocks += _environment(report)
+    blocks += _failures(report)
+    blocks += _trials(report)
+    return blocks
+
+
+def _verdict(report: Report) -> list[Block]:
+    chosen = report.configuration(report.best_candidate)
+    title = VERDICT_TITLE[report.verdict]
+    if report.recommendation and chosen is not None:
+        title += f": {chosen.id} ({settings(chosen.settings)})"
+    out: list[Block] = [Heading(2, f"Verdict: {title}"), Paragraph(report.reason, strong=True)]
+    if chosen is not None and report.baseline is not None:
+        label = "recommended" if report.recommendation else f"best candidate ({chosen.id})"
+        out.append(Table(
+            ("parameter", "variable", "current (baseline)", label),
+            tuple((p.name, p.env, setting(report.baseline.settings.get(p.name)),
+                   setting(chosen.settings.get(p.name))) for p in report.parameters),
+        ))
+    out.append(Paragraph(f"Evidence: {report.evidence_note}."))
+    out.append(Paragraph(
+        f"Method: {report.method}. Improvement is the relative change of the median toward the "
+        f"objective (positive is better). Adopt: the whole interval is above 0 (above "
+        f"{sig.FALLBACK_MARGIN:.0%} without confirmation runs) and every run satisfied the "
+        f"constraints. Keep current: the interval excludes an improvement of "
+        f"{sig.PRACTICAL:.0%} or more. Inconclusive: otherwise."))
+    return out
+
+
+def _candidates(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
+    out: list[Block] = [Heading(2, "Candidates against the baseline")]
+    if not report.candidates:
+        out.append(Paragraph("No candidate to compare."))
+        return out
+    unit = report.objectives[0].unit
+    rows: list[tuple[str, ...]] = []
+    for c in report.candidates:
+        cmp = c.comparisons[0] if c.comparisons else None
+        ci = (f"{percent(cmp.low)} .. {percent(cmp.high)}"
+              if cmp is not None and cmp.low is not None else "-")
+        rows.append((c.id, settings(c.settings), str(len(c.runs)),
+                     value(c.objectives[0].median if c.objectives else None, unit),
+                     percent(cmp.improvement if cmp else None), ci,
+                     "yes" if c.feasible else "no", cmp.outcome if cmp else "-"))
+    if report.baseline is not None and report.baseline.objectives:
+        b = report.baseline
+        rows.insert(0, ("baseline", settings(b.settings), str(len(b.runs)),
+                        value(b.objectives[0].median, unit), "", "",
+                        "yes" if b.feasible else "no", ""))
+    out.append(Table(("configuration", "settings", "runs", f"median {report.objectives[0].metric}",
+                      "improvement", "95% CI", "feasible", "outcome"), tuple(rows)))
+    if "candidates" in figures:
+        out.append(figures["candidates"])
+    return out
+
+
+def _metric_cell(m: MetricSummary) -> str:
+    if m.median is None:
+        return "unavailable: " + "; ".join(m.reasons)
+    text = value(m.median, m.unit)
+    if m.unavailable:
+        text += f" (unavailable in {m.unavailable} run(s): {'; '.join(m.reasons)})"
+    return text
+
+
+def _configurations(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
+    configs: list[Configuration] = [c for c in (report.baseline, *report.candidates)
+                                    if c is not None]
+    out: list[Block] = [Heading(2, "Configurations")]
+    if not configs:
+        out.append(Paragraph("No configuration was measured."))
+        return out
+    names = [m.name for m in configs[0].metrics]
+    out.append(Paragraph("One row per configuration: the median of every declared metric over "
+                         "the runs used as evidence."))
+    out.append(Table(("configuration", "settings", "runs", *names),
+                     tuple((c.id, settings(c.settings), str(len(c.runs)),
+                            *(_metric_cell(m) for m in c.metrics)) for c in configs)))
+    if "diagnostics" in figures:
+        out.append(figures["diagnostics"])
+    elif not report.diagnostics:
+        out.append(Paragraph("The experiment declares no diagnostic metric besides the "
+                             "objective."))
+    return out
+
+
+def _search(report: Report, figures: Mapping[str, Figure], metric: str) -> list[Block]:
+    n = report.counts
+    out: list[Block] = [
+        Heading(2, "Search"),
+        Paragraph(f"{n.search_complete} of {n.budget} search trials complete, "
+                  f"{n.search_failed} failed; {n.baseline_complete} baseline repeats and "
+                  f"{n.confirm_complete} confirmation runs complete; sampler "
+                  f"{report.environment.sampler}."),
+    ]
+    if report.baseline_band is not None:
+        band = report.baseline_band
+        out.append(Paragraph(f"Baseline repeats before the search: {metric} median "
+                             f"{value(band.median)} (min {value(band.min)}, max "
+                             f"{value(band.max)}, n={band.n})."))
+    for kind in ("history", "slice", "contour", "heatmap", "importance"):
+        if kind in figures:
+            out.append(figures[kind])
+    if report.importance is None:
+        out.append(Paragraph(f"Parameter importance: {report.importance_note}."))
+    else:
+        out.append(Paragraph("Parameter importance (" + report.importance_note + "): " + ", ".join(
+            f"{k} {v:.2f}" for k, v in report.importance.items()) + "."))
+    return out
+
+
+def _environment(report: Report) -> list[Block]:
+    e = report.environment
+    items = [f"target: {e.target_kind}"]
+    items += [f"target {k}: {v}" for k, v in e.target.items() if k != "kind"]
+    items += [
+        f"CPU limit: {e.cpu_limit}",
+        f"Go version of the service: {e.go_version}",
+        f"GOMAXPROCS when unset (the baseline): {e.gomaxprocs_default}",
+        f"stress: {e.stress}",
+        f"measurement: {e.measure}",
+        f"sampler: {e.sampler}",
+        f"autotune version: {e.autotune_version} (trials measured with "
+        f"{', '.join(e.measured_with) or 'not recorded'})",
+        f"study: {e.study} in {e.storage}",
+        f"hosts: {', '.join(e.hosts) or 'not recorded'}",
+        f"trials started between {e.first_trial or '-'} and {e.last_trial or '-'} (UTC)",
+        f"report generated: {e.generated}",
+    ]
+    return [Heading(2, "Environment"), Bullets(tuple(items))]
+
+
+def _failures(report: Report) -> list[Block]:
+    out: list[Block] = [Heading(2, "Failed trials")]
+    if not report.failures:
+        out.append(Paragraph("None."))
+        return out
+    out.append(Table(("study", "#", "kind", "settings", "reason"),
+                     tuple((f.study, str(f.number), f.kind, settings(f.settings), f.reason)
+                           for f in report.failures)))
+    return out
+
+
+def _trials(report: Report) -> list[Block]:
+    rows = []
+    for t in report.trials:
+        tag = "" if t.candidate is None else (
+            f"#{t.candidate}" if isinstance(t.candidate, int) else str(t.candidate))
+        if t.round is not None:
+            tag += f" r{t.round}"
+        rows.append((t.study, str(t.number), t.kind, t.state,
+                     ", ".join(value(v) for v in t.values) if t.values else "-",
+                     settings(t.settings),
+                     "-" if t.feasible is None else ("yes" if t.feasible else "no"),
+                     tag.strip(), t.started or "-", t.failure or ""))
+    return [Heading(2, "All trials"),
+            Table(("study", "#", "kind", "state", "values", "settings", "feasible",
+                   "candidate / round", "started (UTC)", "failure"), tuple(rows))]
+

@@ -1,0 +1,129 @@
+"""The recommendation, ready to apply: a kustomize strategic-merge patch, an env file, JSON, or a
+Helm values snippet.
+
+Only a verdict of "adopt" is exported unless ``force``; the text then says it was forced (a YAML
+or env comment, a JSON field) so a forced export cannot pass for a recommendation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from autotune.report.model import Configuration, Report
+from autotune.report.significance import describe
+
+FORMATS = ("kustomize", "env", "json", "helm-values")
+
+EXIT_OK, EXIT_NOT_ADOPTED = 0, 1
+
+
+def export(report: Report, fmt: str, *, force: bool = False) -> tuple[str, int]:
+    """Return (text, exit code). With 0 the text is the export (stdout); with 1 it is the reason
+    nothing was exported (stderr): the verdict is not "adopt" and ``force`` is False, there is
+    no candidate at all, or the format does not fit the target."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; one of {', '.join(FORMATS)}")
+    chosen = report.configuration(report.best_candidate)
+    if report.verdict != "adopt" and not force:
+        hint = (f"; use --force to export the best candidate ({chosen.id}) anyway"
+                if chosen is not None else "")
+        return (f"nothing exported: the verdict is {report.verdict!r}: {report.reason}{hint}",
+                EXIT_NOT_ADOPTED)
+    if chosen is None:
+        return f"nothing exported: there is no candidate configuration ({report.reason})", \
+            EXIT_NOT_ADOPTED
+    if fmt == "kustomize" and report.deployment is None:
+        return ("nothing exported: the kustomize format patches a Deployment and needs a "
+                "kubernetes target; use --format env, json or helm-values"), EXIT_NOT_ADOPTED
+    return RENDERERS[fmt](report, chosen), EXIT_OK
+
+
+def _header(report: Report, chosen: Configuration) -> list[str]:
+    lines = [f"autotune recommendation for {report.experiment} (study {report.study}): "
+             f"{chosen.id}, verdict {report.verdict}"]
+    if chosen.comparisons:
+        lines.append(describe(chosen.comparisons[0]))
+    if report.verdict != "adopt":
+        lines.append(f"FORCED: not a recommendation ({report.verdict}): {report.reason}")
+    return lines
+
+
+def _comments(lines: list[str]) -> str:
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def _set(chosen: Configuration) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in chosen.env.items() if v is not None]
+
+
+def _unset(chosen: Configuration) -> list[str]:
+    return [k for k, v in chosen.env.items() if v is None]
+
+
+def kustomize(report: Report, chosen: Configuration) -> str:
+    """A strategic-merge patch of the container's env: entries are merged by ``name``; an
+    ``{name, $patch: delete}`` entry removes a variable that must be left unset."""
+    d = report.deployment
+    assert d is not None
+    env: list[dict[str, str]] = [{"name": k, "value": v} for k, v in _set(chosen)]
+    env += [{"name": k, "$patch": "delete"} for k in _unset(chosen)]
+    patch: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": d.name, "namespace": d.namespace},
+        "spec": {"template": {"spec": {"containers": [{"name": d.container, "env": env}]}}},
+    }
+    return _comments(_header(report, chosen)) + yaml.safe_dump(patch, sort_keys=False)
+
+
+def env_file(report: Report, chosen: Configuration) -> str:
+    lines = [f"{k}={v}" for k, v in _set(chosen)]
+    lines += [f"# {k} unset: remove it from the environment" for k in _unset(chosen)]
+    return _comments(_header(report, chosen)) + "\n".join(lines) + "\n"
+
+
+def helm_values(report: Report, chosen: Configuration) -> str:
+    values = {"env": [{"name": k, "value": v} for k, v in _set(chosen)]}
+    unset = [f"{k}: leave unset (remove it from the chart's env if it is there)"
+             for k in _unset(chosen)]
+    return (_comments(_header(report, chosen)) + yaml.safe_dump(values, sort_keys=False)
+            + _comments(unset))
+
+
+def as_json(report: Report, chosen: Configuration) -> str:
+    cmp = chosen.comparisons[0] if chosen.comparisons else None
+    data = {
+        "experiment": report.experiment,
+        "study": report.study,
+        "verdict": report.verdict,
+        "forced": report.verdict != "adopt",
+        "reason": report.reason,
+        "configuration": chosen.id,
+        "trial": chosen.trial,
+        "settings": chosen.settings,
+        "env": chosen.env,
+        "unset": _unset(chosen),
+        "improvement": None if cmp is None else {
+            "metric": cmp.metric, "direction": cmp.direction, "median": cmp.improvement,
+            "ci95": [cmp.low, cmp.high], "candidate_median": cmp.candidate_median,
+            "baseline_median": cmp.baseline_median, "n_candidate": cmp.n_candidate,
+            "n_baseline": cmp.n_baseline,
+        },
+        "evidence": report.evidence,
+        "deployment": None if report.deployment is None else {
+            "namespace": report.deployment.namespace, "name": report.deployment.name,
+            "container": report.deployment.container},
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Report, Configuration], str]] = {
+    "kustomize": kustomize,
+    "env": env_file,
+    "json": as_json,
+    "helm-values": helm_values,
+}

@@ -1,0 +1,219 @@
+"""The report as frozen data: what ``summarize`` computes and every renderer only renders.
+
+Dict fields hold JSON-able data (settings, env, describe() output) and are never mutated.
+Fractions (improvements, interval bounds) are fractions, not percent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from autotune.experiment.models import Scalar, Setting
+from autotune.report.significance import Comparison, Verdict
+
+SCHEMA_VERSION = 1
+
+EvidenceKind = Literal["confirmation", "search", "none"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: Literal["minimize", "maximize"]
+    unit: str
+
+
+@dataclass(frozen=True)
+class ParameterInfo:
+    name: str
+    env: str
+    type: str
+    values: tuple[Scalar, ...] | None
+    low: float | None
+    high: float | None
+    log: bool
+
+
+@dataclass(frozen=True)
+class DeploymentRef:
+    namespace: str
+    name: str
+    container: str
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where and how the numbers were measured. "not recorded" where the study does not say."""
+
+    target_kind: str
+    target: dict[str, Any]
+    """The target's describe() as recorded by the run."""
+    cpu_limit: str
+    go_version: str
+    gomaxprocs_default: str
+    """What GOMAXPROCS the service had with the variable unset (DESIGN.md §5)."""
+    autotune_version: str
+    """Of the code that wrote this report."""
+    measured_with: tuple[str, ...]
+    """autotune versions found in the trial records."""
+    sampler: str
+    stress: str
+    measure: str
+    study: str
+    storage: str
+    hosts: tuple[str, ...]
+    first_trial: str | None
+    last_trial: str | None
+    generated: str
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    min: float
+    max: float
+    n: int
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One declared metric over a configuration's runs."""
+
+    name: str
+    unit: str
+    values: tuple[float, ...]
+    median: float | None
+    unavailable: int
+    """Runs in which it could not be read."""
+    reasons: tuple[str, ...]
+    """The distinct reasons recorded for those runs."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measurement used as evidence for a configuration."""
+
+    study: Literal["search", "reference"]
+    number: int
+    round: int | None
+    values: tuple[float, ...]
+    feasible: bool
+
+
+@dataclass(frozen=True)
+class Configuration:
+    id: str
+    """"baseline", or "#N" where N is the first search trial that measured the settings."""
+    trial: int | None
+    settings: dict[str, Setting]
+    env: dict[str, str | None]
+    """Environment variables; None means "leave unset"."""
+    runs: tuple[Run, ...]
+    objectives: tuple[Spread, ...]
+    """One per objective, over ``runs``."""
+    metrics: tuple[MetricSummary, ...]
+    """Every declared metric, in the experiment's order."""
+    feasible: bool
+    """Every run satisfied every constraint."""
+    search_values: tuple[float, ...]
+    """Primary objective of the search trials with these settings (empty for the baseline)."""
+    comparisons: tuple[Comparison, ...]
+    """Against the baseline, one per objective (empty for the baseline)."""
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    study: Literal["search", "reference"]
+    number: int
+    kind: str
+    state: str
+    settings: dict[str, Setting]
+    values: tuple[float, ...] | None
+    metrics: dict[str, float]
+    unavailable: dict[str, str]
+    constraints: dict[str, float]
+    feasible: bool | None
+    failure: str | None
+    candidate: int | str | None
+    round: int | None
+    started: str | None
+    seconds: float | None
+    phases: dict[str, float]
+    retry_of: int | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    study: Literal["search", "reference"]
+    number: int
+    kind: str
+    settings: dict[str, Setting]
+    reason: str
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """A complete search trial's primary objective, and the best feasible value so far."""
+
+    number: int
+    value: float
+    feasible: bool
+    best: float | None
+
+
+@dataclass(frozen=True)
+class Counts:
+    budget: int
+    search_complete: int
+    search_failed: int
+    baseline_complete: int
+    confirm_complete: int
+    failed: int
+    running: int
+
+
+@dataclass(frozen=True)
+class Report:
+    experiment: str
+    description: str
+    study: str
+    objectives: tuple[Objective, ...]
+    constraints: tuple[str, ...]
+    parameters: tuple[ParameterInfo, ...]
+    deployment: DeploymentRef | None
+    environment: Environment
+    counts: Counts
+    evidence: EvidenceKind
+    evidence_note: str
+    method: str
+    verdict: Verdict
+    reason: str
+    recommendation: str | None
+    """The configuration id to adopt; None unless the verdict is "adopt"."""
+    best_candidate: str | None
+    """The recommendation, or else the most promising feasible candidate (for a forced export)."""
+    repeats_needed: int | None
+    improvement: Comparison | None
+    """The best candidate's primary comparison (a copy, for machine readers of report.json)."""
+    baseline: Configuration | None
+    candidates: tuple[Configuration, ...]
+    """Best first (primary objective median)."""
+    baseline_band: Spread | None
+    """The primary objective of the baseline repeats measured before the search."""
+    history: tuple[HistoryPoint, ...]
+    importance: dict[str, float] | None
+    importance_note: str
+    main_parameters: tuple[str, ...]
+    """The (up to) two parameters the contour / heat map shows: the most important ones."""
+    diagnostics: tuple[str, ...]
+    """Declared metrics that are not part of an objective."""
+    failures: tuple[Failure, ...]
+    trials: tuple[TrialRow, ...]
+    schema: int = SCHEMA_VERSION
+
+    def configuration(self, config_id: str | None) -> Configuration | None:
+        for c in (self.baseline, *self.candidates):
+            if c is not None and c.id == config_id:
+                return c
+        return None

@@ -1,0 +1,268 @@
+"""Is a candidate better than the baseline by more than the noise? Pure and seedable.
+
+The statistic is the **relative improvement of the median**, oriented so that positive is
+better: ``(median(baseline) - median(candidate)) / |median(baseline)|`` when minimizing, the
+opposite sign when maximizing. The median rather than the mean because one window that caught a
+GC storm or a bimodal phase should not move a configuration's summary (DESIGN.md §5: the Go
+default is "bimodal").
+
+Its 95% confidence interval is a **percentile bootstrap**: each group is resampled with
+replacement independently (``RESAMPLES`` = 10000 times, NumPy's PCG64 seeded by ``seed``), the
+statistic is computed per resample, and the 2.5th and 97.5th percentiles bound it. No rank test:
+the bootstrap gives the interval for the effect size the report states, not only a p-value. With
+3 repeats per side the median of a resample can only be one of the observed values, so the
+interval is close to "worst candidate repeat vs best baseline repeat": adopting then requires
+every candidate repeat to beat every baseline repeat, which for 3 vs 3 is the exact one-sided
+Mann-Whitney test at p = 0.05.
+
+Outcome of one comparison (``margin`` is 0 for confirmation runs):
+
+- ``better``: the whole interval is above ``margin`` (low > margin);
+- ``not better``: the interval excludes any improvement of ``PRACTICAL`` (5%) or more
+  (high < PRACTICAL) -- this covers an interval entirely on the "no better" side and one that
+  straddles zero but is too narrow to hide a worthwhile gain;
+- ``unclear``: otherwise (an improvement of 5% or more is plausible but not shown), and always
+  when either side has fewer than 2 values (no noise estimate).
+
+For ``unclear`` the repeats that would settle it are estimated by scaling the interval's
+half-width with 1/sqrt(n) around the same point estimate ``r``: the outcome is decided once the
+half-width drops below ``max(r, PRACTICAL - r)`` (then either low > 0 or high < PRACTICAL). Aimed
+at exactly that, a new sample would decide only half the time, so the target half-width is
+shrunk by 1.96 / (1.96 + 0.84), the usual 80%-power factor (about twice the repeats).
+
+Without confirmation runs (a candidate measured once during the search) the candidate borrows
+the baseline's relative noise (``borrow_noise``) and must clear ``FALLBACK_MARGIN`` (20%): the
+best of many single measurements is optimistic (winner's curse), so only an overwhelming gain is
+adopted unconfirmed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+Direction = Literal["minimize", "maximize"]
+Outcome = Literal["better", "not better", "unclear"]
+Verdict = Literal["adopt", "keep current", "inconclusive"]
+
+RESAMPLES = 10_000
+CONFIDENCE = 0.95
+PRACTICAL = 0.05
+"""The smallest relative improvement worth changing a production setting for."""
+FALLBACK_MARGIN = 0.20
+"""How far the lower bound must clear zero when the candidate was never re-measured."""
+DEFAULT_SEED = 0
+POWER_SHRINK = 1.96 / (1.96 + 0.84)
+"""z(97.5%) / (z(97.5%) + z(80%)): the half-width that gives an 80% chance to decide."""
+METHOD = (f"percentile bootstrap ({RESAMPLES} resamples, each group resampled independently) "
+          f"of the relative improvement of the median; {CONFIDENCE:.0%} interval")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One candidate against the baseline on one objective; improvements are fractions."""
+
+    metric: str
+    direction: Direction
+    n_candidate: int
+    n_baseline: int
+    candidate_median: float
+    baseline_median: float
+    improvement: float | None
+    """None when the baseline median is 0 (no relative change is defined)."""
+    low: float | None
+    high: float | None
+    outcome: Outcome
+    repeats_needed: int | None
+    """For ``unclear``: total repeats per configuration estimated to settle it."""
+    borrowed_noise: bool = False
+    """The candidate had one value, spread like the baseline repeats (``borrow_noise``)."""
+
+
+def compare(
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    metric: str,
+    direction: Direction,
+    margin: float = 0.0,
+    borrow: bool = False,
+    seed: int = DEFAULT_SEED,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    practical: float = PRACTICAL,
+) -> Comparison:
+    if not candidate or not baseline:
+        raise ValueError("both groups need at least one value")
+    if direction not in ("minimize", "maximize"):
+        raise ValueError(f"unknown direction {direction!r}")
+    borrowed = borrow and len(candidate) == 1 and len(baseline) > 1
+    c = np.asarray(borrow_noise(candidate[0], baseline) if borrowed else candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    med_c, med_b = float(np.median(c)), float(np.median(b))
+    base = Comparison(metric=metric, direction=direction, n_candidate=len(candidate),
+                      n_baseline=len(b), candidate_median=med_c, baseline_median=med_b,
+                      improvement=None, low=None, high=None, outcome="unclear",
+                      repeats_needed=None, borrowed_noise=borrowed)
+    if med_b == 0:
+        return base
+    sign = -1.0 if direction == "minimize" else 1.0
+    r = sign * (med_c - med_b) / abs(med_b)
+    if len(c) < 2 or len(b) < 2:
+        return replace(base, improvement=r)
+    rng = np.random.default_rng(seed)
+    boot_c = np.median(c[rng.integers(0, len(c), size=(resamples, len(c)))], axis=1)
+    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = sign * (boot_c - boot_b) / np.abs(boot_b)
+    rel = rel[np.isfinite(rel)]
+    if rel.size == 0:
+        return replace(base, improvement=r)
+    tail = (1 - confidence) / 2 * 100
+    low, high = (float(x) for x in np.percentile(rel, [tail, 100 - tail]))
+    outcome: Outcome
+    if low > margin:
+        outcome = "better"
+    elif high < practical:
+        outcome = "not better"
+    else:
+        outcome = "unclear"
+    needed = (_repeats_needed(r, (high - low) / 2, min(len(c), len(b)), practical)
+              if outcome == "unclear" else None)
+    return replace(base, improvement=r, low=low, high=high, outcome=outcome,
+                    repeats_needed=needed)
+
+
+def _repeats_needed(r: float, half_width: float, n: int, practical: float) -> int | None:
+    # At the n where the half-width just equals the distance to decide, a new sample lands on
+    # either side half of the time; shrinking it to POWER_SHRINK of that distance gives ~80%.
+    target = max(r, practical - r) * POWER_SHRINK
+    if half_width <= 0 or target <= 0:
+        return None
+    return max(n + 1, math.ceil(n * (half_width / target) ** 2))
+
+
+def borrow_noise(value: float, baseline: Sequence[float]) -> tuple[float, ...]:
+    """A single measurement spread like the baseline repeats (same relative deviations).
+
+    Used when a candidate was measured once: its own noise is unknown, and the baseline's,
+    measured under the same stress, is the best estimate we have.
+    """
+    med = statistics.median(baseline)
+    if med == 0:
+        return tuple(value for _ in baseline)
+    return tuple(value * x / med for x in baseline)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What ``decide`` needs about one candidate."""
+
+    id: str
+    comparisons: tuple[Comparison, ...]
+    """One per objective; the first is the primary one the verdict is about."""
+    feasible: bool
+    runs: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    chosen: str | None
+    """Adopt: the recommendation. Otherwise the most promising feasible candidate (what a
+    forced export would apply), or None."""
+    reason: str
+    repeats_needed: int | None
+
+
+def decide(candidates: Sequence[Evidence], *, confirmed: bool) -> Decision:
+    """The verdict over all candidates.
+
+    - **adopt** the best (largest primary improvement) candidate that is ``better`` on the primary
+      objective, not significantly worse (interval entirely below 0) on any other objective, and
+      feasible in every run;
+    - otherwise **inconclusive** when a feasible candidate's primary comparison is ``unclear``;
+    - otherwise **keep current**.
+    """
+    if not candidates:
+        return Decision("keep current", None,
+                        "no feasible search trial to compare with the baseline", None)
+    feasible = [e for e in candidates if e.feasible]
+    eligible = [e for e in feasible if e.comparisons[0].outcome == "better"
+                and not any(_worse(c) for c in e.comparisons[1:])]
+    if eligible:
+        best = max(eligible, key=_gain)
+        return Decision("adopt", best.id, _adopt_reason(best, confirmed), None)
+    unclear = [e for e in feasible if e.comparisons[0].outcome == "unclear"]
+    if unclear:
+        best = max(unclear, key=_gain)
+        return Decision("inconclusive", best.id, _unclear_reason(best, confirmed),
+                        best.comparisons[0].repeats_needed)
+    chosen = max(feasible, key=_gain).id if feasible else None
+    return Decision("keep current", chosen, _keep_reason(candidates), None)
+
+
+def _gain(e: Evidence) -> float:
+    imp = e.comparisons[0].improvement
+    return imp if imp is not None else -math.inf
+
+
+def _worse(c: Comparison) -> bool:
+    return c.high is not None and c.high < 0
+
+
+def describe(c: Comparison) -> str:
+    """``p99 median 0.0107 vs 0.0182 (improvement +41.2%, 95% CI +38.0% .. +44.1%; n=3 vs 3)``."""
+    if c.improvement is None:
+        return f"{c.metric}: the baseline median is 0, no relative change is defined"
+    text = (f"{c.metric} median {c.candidate_median:.4g} vs {c.baseline_median:.4g} "
+            f"(improvement {c.improvement:+.1%}")
+    if c.low is not None and c.high is not None:
+        text += f", {CONFIDENCE:.0%} CI {c.low:+.1%} .. {c.high:+.1%}"
+    else:
+        text += ", no interval: fewer than 2 values on a side"
+    n = f"{c.n_candidate}{' (noise borrowed from the baseline)' if c.borrowed_noise else ''}"
+    return text + f"; n={n} vs {c.n_baseline})"
+
+
+def _adopt_reason(e: Evidence, confirmed: bool) -> str:
+    text = (f"{e.id} beats the baseline by more than the noise: {describe(e.comparisons[0])}; "
+            f"constraints satisfied in every run ({e.runs})")
+    if confirmed:
+        return text
+    return (f"{text}. Not confirmed by repeats, but the whole interval is above "
+            f"{FALLBACK_MARGIN:.0%}; `autotune confirm` would make it firmer")
+
+
+def _unclear_reason(e: Evidence, confirmed: bool) -> str:
+    c = e.comparisons[0]
+    text = f"too noisy to decide: {e.id}: {describe(c)}"
+    more = (f"about {c.repeats_needed} repeats per configuration would settle it "
+            "(the interval's half-width shrinks as 1/sqrt(n))" if c.repeats_needed else
+            "at least 2 repeats per configuration are needed to estimate the noise")
+    if confirmed:
+        return f"{text}; {more}"
+    return (f"{text}; it was measured only during the search, where the best of many single "
+            f"measurements is optimistic, so without confirmation runs only a lower bound above "
+            f"{FALLBACK_MARGIN:.0%} is adopted; run `autotune confirm` ({more})")
+
+
+def _keep_reason(candidates: Sequence[Evidence]) -> str:
+    parts = []
+    for e in candidates:
+        c = e.comparisons[0]
+        if not e.feasible:
+            parts.append(f"{e.id} violated a constraint in at least one run")
+        elif c.outcome == "better":
+            worse = next(x for x in e.comparisons[1:] if _worse(x))
+            parts.append(f"{e.id} is better on {c.metric} but significantly worse on "
+                         f"{worse.metric}")
+        else:
+            parts.append(f"{e.id}: {describe(c)}")
+    return ("no candidate is significantly better than the baseline by a worthwhile margin "
+            f"(at least {PRACTICAL:.0%} still plausible): " + "; ".join(parts))

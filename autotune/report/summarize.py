@@ -1,0 +1,351 @@
+"""Study data -> Report. Pure: no storage, no clock, no randomness beyond the fixed seed.
+
+Which evidence decides:
+
+- **confirmation** (any complete ``kind="confirm"`` trial of a candidate): each candidate's
+  confirmation runs against the baseline's confirmation runs (interleaved with them, so they
+  share the conditions). The baseline repeats measured before the search are not pooled in: the
+  search may have run hours earlier. Only when no interleaved baseline run completed are they used,
+  and the report says so.
+- **search** (no confirmation): the top distinct feasible search configurations (as ``autotune
+  confirm`` would pick them) against the baseline repeats, with the stricter fallback rule of
+  ``significance`` (borrowed noise, 20% margin): at most "inconclusive" unless overwhelming.
+- **none**: no baseline measurement, or no feasible search trial.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.experiment.models import Experiment
+from autotune.report import significance as sig
+from autotune.report.environment import environment
+from autotune.report.model import (
+    Configuration,
+    Counts,
+    DeploymentRef,
+    EvidenceKind,
+    Failure,
+    HistoryPoint,
+    MetricSummary,
+    Objective,
+    ParameterInfo,
+    Report,
+    Run,
+    Spread,
+    TrialRow,
+)
+from autotune.study.confirm import BASELINE, settings_key, top_configurations
+from autotune.study.space import to_env
+
+TOP = 3
+"""Candidates considered without confirmation runs (``autotune confirm``'s default too)."""
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """Everything ``summarize`` reads, gathered by ``collect.build_report``."""
+
+    status: Mapping[str, Any]
+    """``status_data(exp, studies)``."""
+    details: Mapping[tuple[str, int], Mapping[str, Any]]
+    """(study, trial number) -> {"record": ..., "candidate": ..., "round": ...}."""
+    attrs: Mapping[str, Any]
+    """The search study's user attrs (target, chaos, measure, sampler, fingerprint)."""
+    importance: Mapping[str, float] | None
+    importance_note: str
+    generated: str
+    version: str
+
+
+def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED) -> Report:
+    rows = tuple(_row(t, data.details.get((t["study"], t["number"]), {}))
+                 for t in data.status["trials"])
+    objectives = _objectives(exp)
+    evidence, note, baseline, found = _evidence(exp, rows, objectives, seed)
+    candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0])))
+    if evidence == "none":
+        # Nothing to compare: without a baseline the best search configuration is still what a
+        # forced export would apply.
+        decision = sig.Decision("inconclusive" if candidates else "keep current",
+                                candidates[0].id if candidates else None, note, None)
+    else:
+        decision = sig.decide(
+            [sig.Evidence(c.id, c.comparisons, c.feasible, len(c.runs)) for c in candidates],
+            confirmed=evidence == "confirmation",
+        )
+    search = [r for r in rows if r.study == "search"]
+    chosen = next((c for c in candidates if c.id == decision.chosen), None)
+    return Report(
+        experiment=exp.name,
+        description=exp.description,
+        study=str(data.status["study"]),
+        objectives=objectives,
+        constraints=tuple(exp.constraints),
+        parameters=tuple(_parameter(exp, p.name) for p in exp.parameters),
+        deployment=_deployment(exp),
+        environment=environment(
+            exp, status=data.status, attrs=data.attrs,
+            records=[d.get("record") or {} for d in data.details.values()],
+            started=[r.started for r in rows if r.started], generated=data.generated,
+            version=data.version),
+        counts=Counts(
+            budget=int(data.status["budget"]),
+            search_complete=int(data.status["completed"]),
+            search_failed=sum(1 for r in search if r.state == "FAIL"),
+            baseline_complete=sum(1 for r in rows if r.kind == "baseline"
+                                  and r.state == "COMPLETE"),
+            confirm_complete=sum(1 for r in rows if r.kind == "confirm" and r.state == "COMPLETE"),
+            failed=int(data.status["failed"]),
+            running=int(data.status["running"]),
+        ),
+        evidence=evidence,
+        evidence_note=note,
+        method=sig.METHOD,
+        verdict=decision.verdict,
+        reason=decision.reason,
+        recommendation=decision.chosen if decision.verdict == "adopt" else None,
+        best_candidate=decision.chosen,
+        repeats_needed=decision.repeats_needed,
+        improvement=chosen.comparisons[0] if chosen is not None and chosen.comparisons else None,
+        baseline=baseline,
+        candidates=candidates,
+        baseline_band=_spread(r.values[0] for r in rows
+                              if r.kind == "baseline" and r.state == "COMPLETE" and r.values),
+        history=_history(search, objectives[0]),
+        importance=dict(data.importance) if data.importance is not None else None,
+        importance_note=data.importance_note,
+        main_parameters=_main_parameters(exp, data.importance),
+        diagnostics=tuple(m for m in exp.metrics
+                          if not any(m in g.terms for g in exp.goals)),
+        failures=tuple(Failure(r.study, r.number, r.kind, r.settings, r.failure or "unknown")
+                       for r in rows if r.state == "FAIL"),
+        trials=rows,
+    )
+
+
+# --- trials ------------------------------------------------------------------------------------
+
+def _iso(ts: Any) -> str | None:
+    if not isinstance(ts, int | float):
+        return None
+    return dt.datetime.fromtimestamp(float(ts), dt.UTC).isoformat(timespec="seconds")
+
+
+def _row(t: Mapping[str, Any], detail: Mapping[str, Any]) -> TrialRow:
+    record: Mapping[str, Any] = detail.get("record") or {}
+    constraints = dict(t.get("constraints") or {})
+    complete = t["state"] == "COMPLETE"
+    seconds = record.get("seconds")
+    return TrialRow(
+        study=t["study"],
+        number=int(t["number"]),
+        kind=str(t["kind"]),
+        state=str(t["state"]),
+        settings=dict(t.get("settings") or {}),
+        values=tuple(t["values"]) if t.get("values") else None,
+        metrics=dict(t.get("metrics") or {}),
+        unavailable=dict(record.get("unavailable") or {}),
+        constraints=constraints,
+        feasible=all(v <= 0 for v in constraints.values()) if complete else None,
+        # A retried trial inherits the failure attr of the attempt it replaces: only a trial
+        # that failed has a failure.
+        failure=(t.get("failure") or record.get("failure")) if t["state"] == "FAIL" else None,
+        candidate=detail.get("candidate"),
+        round=detail.get("round"),
+        started=_iso(record.get("started")),
+        seconds=float(seconds) if isinstance(seconds, int | float) else None,
+        phases=dict(record.get("phases") or {}),
+        retry_of=record.get("retry_of"),
+    )
+
+
+def _objectives(exp: Experiment) -> tuple[Objective, ...]:
+    out = []
+    for g in exp.goals:
+        terms = list(g.terms)
+        unit = exp.metric(terms[0]).unit if len(terms) == 1 else ""
+        out.append(Objective(metric=g.label, direction=g.direction, unit=unit))
+    return tuple(out)
+
+
+def _spread(values: Iterable[float]) -> Spread | None:
+    xs = list(values)
+    if not xs:
+        return None
+    return Spread(median=statistics.median(xs), min=min(xs), max=max(xs), n=len(xs))
+
+
+# --- evidence ----------------------------------------------------------------------------------
+
+def _evidence(
+    exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int
+) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration]]:
+    done = [r for r in rows if r.state == "COMPLETE" and r.values]
+    repeats = [r for r in done if r.kind == "baseline"]
+    confirm: dict[str, list[TrialRow]] = {}
+    for r in done:
+        if r.kind == "confirm":
+            key = BASELINE if r.candidate == BASELINE else settings_key(r.settings)
+            confirm.setdefault(key, []).append(r)
+    confirmed_baseline = confirm.pop(BASELINE, [])
+    search = [r for r in done if r.study == "search"]
+    by_settings: dict[str, list[TrialRow]] = {}
+    for r in search:
+        by_settings.setdefault(settings_key(r.settings), []).append(r)
+
+    if confirm and (confirmed_baseline or repeats):
+        base_runs = confirmed_baseline or repeats
+        baseline = _configuration(exp, "baseline", None, base_runs, (), ())
+        candidates = []
+        for key, runs in confirm.items():
+            trial = next((r.candidate for r in runs if isinstance(r.candidate, int)),
+                         min((r.number for r in by_settings.get(key, [])), default=None))
+            candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), baseline,
+                                         objectives, seed, margin=0.0, borrow=False))
+        rounds = len({r.round for rs in confirm.values() for r in rs})
+        note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
+                f"{len(confirm)} candidate(s) in {rounds} round(s)")
+        if confirmed_baseline:
+            note += (f", interleaved with {len(confirmed_baseline)} baseline runs; the "
+                     f"{len(repeats)} baseline repeats measured before the search are not pooled "
+                     "(the interleaved runs share the candidates' conditions)")
+        else:
+            note += ("; no interleaved baseline run completed, so the candidates are compared "
+                     "with the baseline repeats measured before the search")
+        return "confirmation", note, baseline, candidates
+
+    picks = top_configurations([_summary(r) for r in search], [o.direction for o in objectives],
+                               TOP, exclude=[exp.baseline_settings()])
+    if not repeats:
+        unmatched = [_configuration(exp, f"#{p.trial}", p.trial,
+                                    by_settings[settings_key(p.settings)], (), ()) for p in picks]
+        return ("none", "the baseline was never measured successfully, so no candidate can be "
+                "compared with it", None, unmatched)
+    baseline = _configuration(exp, "baseline", None, repeats, (), ())
+    if not picks:
+        return ("none", "no feasible completed search trial to compare with the baseline",
+                baseline, [])
+    candidates = [
+        _candidate(exp, p.trial, by_settings[settings_key(p.settings)],
+                   by_settings[settings_key(p.settings)], baseline, objectives, seed,
+                   margin=sig.FALLBACK_MARGIN, borrow=True)
+        for p in picks
+    ]
+    note = (f"search only (no confirmation runs): the top {len(picks)} search configuration(s) "
+            f"against the {len(repeats)} baseline repeats measured before the search; a single "
+            "search measurement borrows the baseline's relative noise, and adopting needs the "
+            f"whole interval above {sig.FALLBACK_MARGIN:.0%}. Run `autotune confirm` for a "
+            "verdict from interleaved repeats")
+    return "search", note, baseline, candidates
+
+
+def _summary(r: TrialRow) -> dict[str, Any]:
+    return {"number": r.number, "kind": r.kind, "state": r.state, "settings": r.settings,
+            "values": list(r.values or ()), "constraints": r.constraints}
+
+
+def _candidate(
+    exp: Experiment,
+    trial: int | None,
+    runs: Sequence[TrialRow],
+    search_runs: Sequence[TrialRow],
+    baseline: Configuration,
+    objectives: Sequence[Objective],
+    seed: int,
+    *,
+    margin: float,
+    borrow: bool,
+) -> Configuration:
+    comparisons = []
+    for i, o in enumerate(objectives):
+        mine = [r.values[i] for r in runs if r.values]
+        theirs = [run.values[i] for run in baseline.runs]
+        comparisons.append(sig.compare(mine, theirs, metric=o.metric, direction=o.direction,
+                                       margin=margin, borrow=borrow, seed=seed))
+    search_values = tuple(r.values[0] for r in sorted(search_runs, key=lambda r: r.number)
+                          if r.values)
+    config_id = f"#{trial}" if trial is not None else f"confirmed-{runs[0].number}"
+    return _configuration(exp, config_id, trial, runs, search_values, tuple(comparisons))
+
+
+def _configuration(
+    exp: Experiment,
+    config_id: str,
+    trial: int | None,
+    runs: Sequence[TrialRow],
+    search_values: tuple[float, ...],
+    comparisons: tuple[sig.Comparison, ...],
+) -> Configuration:
+    runs = sorted(runs, key=lambda r: (r.round or 0, r.study, r.number))
+    settings = dict(runs[0].settings)
+    n_obj = len(exp.goals)
+    return Configuration(
+        id=config_id,
+        trial=trial,
+        settings=settings,
+        env=to_env(exp, settings),
+        runs=tuple(Run(r.study, r.number, r.round, tuple(r.values or ()), bool(r.feasible))
+                   for r in runs),
+        objectives=tuple(s for i in range(n_obj)
+                         if (s := _spread(r.values[i] for r in runs if r.values)) is not None),
+        metrics=tuple(_metric(exp, name, runs) for name in exp.metrics),
+        feasible=all(r.feasible for r in runs),
+        search_values=search_values,
+        comparisons=comparisons,
+    )
+
+
+def _metric(exp: Experiment, name: str, runs: Sequence[TrialRow]) -> MetricSummary:
+    values = tuple(r.metrics[name] for r in runs if name in r.metrics)
+    missing = [r for r in runs if name not in r.metrics]
+    reasons = sorted({r.unavailable.get(name, "no reading was recorded") for r in missing})
+    return MetricSummary(name=name, unit=exp.metric(name).unit, values=values,
+                         median=statistics.median(values) if values else None,
+                         unavailable=len(missing), reasons=tuple(reasons))
+
+
+def _rank(c: Configuration, primary: Objective) -> tuple[float, str]:
+    if not c.objectives:
+        return (float("inf"), c.id)
+    median = c.objectives[0].median
+    return (median if primary.direction == "minimize" else -median, c.id)
+
+
+# --- search ------------------------------------------------------------------------------------
+
+def _history(search: Sequence[TrialRow], primary: Objective) -> tuple[HistoryPoint, ...]:
+    better: Callable[[float, float], bool] = (
+        (lambda a, b: a < b) if primary.direction == "minimize" else (lambda a, b: a > b))
+    best: float | None = None
+    points = []
+    for r in sorted(search, key=lambda r: r.number):
+        if r.state != "COMPLETE" or not r.values:
+            continue
+        value = r.values[0]
+        if r.feasible and (best is None or better(value, best)):
+            best = value
+        points.append(HistoryPoint(r.number, value, bool(r.feasible), best))
+    return tuple(points)
+
+
+def _main_parameters(exp: Experiment, importance: Mapping[str, float] | None) -> tuple[str, ...]:
+    names = [p.name for p in exp.parameters]
+    if importance:
+        names.sort(key=lambda n: -importance.get(n, 0.0))
+    return tuple(names[:2])
+
+
+def _parameter(exp: Experiment, name: str) -> ParameterInfo:
+    p = exp.parameter(name)
+    return ParameterInfo(name=p.name, env=p.env_var, type=p.type, values=p.values, low=p.low,
+                         high=p.high, log=p.log)
+
+
+def _deployment(exp: Experiment) -> DeploymentRef | None:
+    k = exp.target.kubernetes
+    return DeploymentRef(k.namespace, k.deployment, k.container) if k is not None else None

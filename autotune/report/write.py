@@ -1,0 +1,34 @@
+"""Write report.md, report.html, report.json and the plots into one directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from autotune.report import document, html, markdown, plots
+from autotune.report.model import Report
+from autotune.report.serialize import to_json
+from autotune.study.storage import Studies
+
+
+def _write(path: Path, text: str) -> Path:
+    # Readers (a browser refreshing, CI collecting artifacts) never see half a file.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_report(report: Report, out_dir: Path, studies: Studies | None = None) -> list[Path]:
+    """Returns the files written: md, html, json, then the PNGs."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = plots.render(report, out_dir, studies.search if studies is not None else None)
+    blocks = document.build(report, figures)
+    title = f"autotune report: {report.experiment}"
+    written = [
+        _write(out_dir / "report.md", markdown.render(blocks)),
+        _write(out_dir / "report.html",
+               html.render(blocks, title, lambda f: (out_dir / f).read_bytes())),
+        _write(out_dir / "report.json", to_json(report)),
+    ]
+    return written + [out_dir / f.file for f in figures.values()]

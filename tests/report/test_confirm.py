@@ -1,0 +1,143 @@
+"""Confirmation runs on the simulated backend (FakeClock: nothing sleeps)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune.study import storage as st
+from autotune.study.confirm import BASELINE, confirm, plan, settings_key, top_configurations
+from autotune.study.loop import completed_search, trial_summary
+from tests.report.simstudy import EXPERIMENT, open_sim, run_sim
+
+
+def _confirm_trials(studies: st.Studies) -> list[FrozenTrial]:
+    return [t for t in studies.reference.get_trials(deepcopy=False)
+            if t.user_attrs.get("kind") == "confirm"]
+
+
+def _rounds(trials: list[FrozenTrial]) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        out.setdefault(t.user_attrs["round"], []).append(t.user_attrs["candidate"])
+    return out
+
+
+def test_schedule_is_interleaved_and_shuffled(tmp_path: Path) -> None:
+    sim = run_sim(tmp_path, trials=4)
+    done = confirm(sim.exp, sim.studies, sim.runner, top=3, repeats=4, seed=2)
+    trials = _confirm_trials(sim.studies)
+    assert done == len(trials) == 4 * 4
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    rounds = _rounds(trials)
+    assert sorted(rounds) == [1, 2, 3, 4]
+    configs = set(rounds[1])
+    assert BASELINE in configs and len(configs) == 4
+    for order in rounds.values():
+        assert sorted(map(str, order)) == sorted(map(str, configs))  # each once per round
+    # Interleaved: a round finishes before the next starts.
+    numbers = [(t.user_attrs["round"], t.number) for t in trials]
+    assert [r for r, _ in sorted(numbers, key=lambda x: x[1])] == sorted(r for r, _ in numbers)
+    assert len({tuple(map(str, order)) for order in rounds.values()}) > 1
+
+
+def test_candidates_are_the_best_distinct_search_configurations(tmp_path: Path) -> None:
+    sim = run_sim(tmp_path, trials=5)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=1, seed=0)
+    search = [t for t in sim.studies.search.get_trials(deepcopy=False)
+              if t.state == TrialState.COMPLETE]
+    best_two = sorted(search, key=lambda t: t.values[0])[:2]
+    for t in _confirm_trials(sim.studies):
+        if t.user_attrs["candidate"] != BASELINE:
+            source = sim.studies.search.trials[t.user_attrs["candidate"]]
+            assert source in best_two
+            assert t.user_attrs["settings"] == source.user_attrs["settings"]
+        else:
+            assert t.user_attrs["settings"] == sim.exp.baseline_settings()
+
+
+def test_confirmation_trials_are_not_search_trials(tmp_path: Path) -> None:
+    sim = run_sim(tmp_path, trials=3)
+    search_before = len(sim.studies.search.get_trials(deepcopy=False))
+    complete_before = completed_search(sim.studies.search)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=1)
+    assert len(sim.studies.search.get_trials(deepcopy=False)) == search_before
+    assert completed_search(sim.studies.search) == complete_before
+    kinds = Counter(t.user_attrs.get("kind") for t in sim.studies.reference.trials)
+    assert kinds == {"baseline": 3, "confirm": 3 * 2}
+    for t in _confirm_trials(sim.studies):
+        assert t.user_attrs["record"]["kind"] == "confirm"
+        assert t.user_attrs["record"]["sampler"] == "fixed"
+
+
+class _Crashing:
+    """Runs only the first ``limit`` entries, as if the process died after them."""
+
+    def __init__(self, runner: Any, limit: int) -> None:
+        self.runner, self.limit = runner, limit
+
+    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]]) -> int:
+        return int(self.runner.run_reference(studies, entries[: self.limit]))
+
+
+def test_a_resumed_confirm_does_not_redo_completed_rounds(tmp_path: Path) -> None:
+    sim = run_sim(tmp_path, trials=3)
+    first = confirm(sim.exp, sim.studies, _Crashing(sim.runner, 4), top=2, repeats=3, seed=4)
+    assert first == 4
+    second = confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=4)
+    assert second == 3 * 3 - 4
+    slots = Counter((str(t.user_attrs["candidate"]), t.user_attrs["round"])
+                    for t in _confirm_trials(sim.studies))
+    assert len(slots) == 9 and set(slots.values()) == {1}
+    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=4) == 0
+    # More repeats later: only the new rounds run.
+    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=4) == 3
+    assert len(_confirm_trials(sim.studies)) == 12
+
+
+def test_queued_confirmation_trials_run_once(tmp_path: Path) -> None:
+    """A dead confirm leaves WAITING trials behind: they hold their slot and run."""
+    sim = run_sim(tmp_path, trials=3)
+    search = [trial_summary(t) for t in sim.studies.search.trials]
+    schedule = plan(sim.exp, search, [], top=2, repeats=2, seed=0)
+    for attrs in schedule.entries[:2]:
+        sim.studies.reference.enqueue_trial({}, user_attrs=attrs)
+    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=0) == 6
+    slots = Counter((str(t.user_attrs["candidate"]), t.user_attrs["round"])
+                    for t in _confirm_trials(sim.studies))
+    assert len(slots) == 6 and set(slots.values()) == {1}
+
+
+def test_nothing_to_confirm_without_a_feasible_trial(tmp_path: Path) -> None:
+    sim = open_sim(tmp_path, EXPERIMENT.replace("p99_latency <= 0.5", "p99_latency <= 0.0001"))
+    sim.runner.run(sim.studies, 2)
+    assert confirm(sim.exp, sim.studies, sim.runner) == 0
+    assert _confirm_trials(sim.studies) == []
+
+
+def _s(number: int, settings: dict[str, Any], values: list[float], *,
+       feasible: bool = True) -> dict[str, Any]:
+    return {"number": number, "kind": "search", "state": "COMPLETE", "settings": settings,
+            "values": values, "constraints": {"c": -1.0 if feasible else 1.0}}
+
+
+def test_top_configurations_dedupes_and_skips_infeasible_and_baseline() -> None:
+    a, b, c, base = {"x": 1}, {"x": 2}, {"x": 3}, {"x": None}
+    summaries = [_s(0, a, [5.0]), _s(1, b, [1.0], feasible=False), _s(2, a, [3.0]),
+                 _s(3, c, [4.5]), _s(4, base, [0.5]),
+                 {**_s(5, c, [0.1]), "state": "FAIL", "values": None}]
+    picks = top_configurations(summaries, ["minimize"], 3, exclude=[base])
+    assert [(p.trial, p.values, p.trials) for p in picks] == [(0, (4.0,), (0, 2)),
+                                                             (3, (4.5,), (3,))]
+    assert [p.trial for p in top_configurations(summaries, ["maximize"], 1)] == [3]
+
+
+def test_top_configurations_takes_the_pareto_front_for_several_objectives() -> None:
+    summaries = [_s(0, {"x": 0}, [1.0, 9.0]), _s(1, {"x": 1}, [2.0, 2.0]),
+                 _s(2, {"x": 2}, [3.0, 3.0]), _s(3, {"x": 3}, [9.0, 1.0])]
+    picks = top_configurations(summaries, ["minimize", "minimize"], 5)
+    assert [p.trial for p in picks] == [0, 1, 3]  # #2 is dominated by #1
+    assert settings_key({"b": 1, "a": 2}) == settings_key({"a": 2, "b": 1})

@@ -1,0 +1,94 @@
+"""The written report: files, self-contained HTML, plots of a real simulated study."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from autotune.report import Report, build_report, write_report
+from autotune.study.confirm import confirm
+from tests.report.builder import Builder
+from tests.report.simstudy import run_sim
+
+PNG = b"\x89PNG\r\n\x1a\n"
+MIN_PNG_BYTES = 5_000
+
+
+def _assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data.startswith(PNG), path
+    assert len(data) > MIN_PNG_BYTES, f"{path.name}: only {len(data)} bytes"
+
+
+def test_writes_markdown_html_json_and_every_plot(written: tuple[Path, list[Path]]) -> None:
+    out, paths = written
+    names = [p.name for p in paths]
+    assert names[:3] == ["report.md", "report.html", "report.json"]
+    assert sorted(names[3:]) == sorted(f"{k}.png" for k in (
+        "history", "slice", "contour", "importance", "candidates", "diagnostics"))
+    for p in paths[3:]:
+        _assert_png(p)
+    assert json.loads((out / "report.json").read_text())["verdict"] == "adopt"
+    assert not list(out.glob("*.tmp"))
+
+
+def test_html_is_self_contained(written: tuple[Path, list[Path]]) -> None:
+    html = (written[0] / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    refs = re.findall(r"""\b(?:src|href)\s*=\s*["']?([^"'\s>]+)""", html)
+    assert refs, "the figures are missing"
+    assert all(r.startswith("data:image/png;base64,") for r in refs), refs
+    assert len(refs) == 6
+    assert not re.search(r"<link|<script|@import|url\(", html, re.IGNORECASE)
+
+
+def test_markdown_states_verdict_environment_failures_and_unavailable(
+    written: tuple[Path, list[Path]], golden: tuple[Builder, Report]
+) -> None:
+    md = (written[0] / "report.md").read_text()
+    assert "## Verdict: ADOPT: #1 (GOMAXPROCS=2 GOGC=400)" in md
+    assert "95% CI +69.1% .. +89.7%" in md
+    for fact in ("Go version of the service: go1.25.4",
+                 "CPU limit: 1 (limits.cpu of the container)",
+                 "GOMAXPROCS when unset (the baseline): GOMAXPROCS unset: Go >= 1.25",
+                 "stress: 2 CPU worker(s) at 40% load", "sampler: tpe", "autotune version: ",
+                 "report generated: 2026-12-01T12:00:00+00:00"):
+        assert fact in md, fact
+    assert "inject: no pod matched the selector" in md
+    assert "unavailable in 1 run(s): no series for rate(a[1m])" in md
+    # The configuration table: one row per configuration with the GC pause and p99 columns.
+    header = next(line for line in md.splitlines() if line.startswith("| configuration | "
+                                                                       "settings | runs | p99"))
+    assert "gc_pause_p99" in header
+    for figure in ("history.png", "slice.png", "contour.png", "importance.png", "candidates.png",
+                   "diagnostics.png"):
+        assert f"]({figure})" in md
+
+
+def test_a_real_three_trial_study_renders_every_plot(tmp_path: Path) -> None:
+    sim = run_sim(tmp_path / "study", trials=3)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=3)
+    report = build_report(sim.exp, sim.studies)
+    assert report.evidence == "confirmation"
+    env = report.environment
+    assert (env.cpu_limit, env.go_version) == ("none (simulated target)", "not recorded")
+    assert env.target["kind"] == "simulated"
+    out = tmp_path / "out"
+    paths = write_report(report, out, sim.studies)
+    pngs = {p.name for p in paths if p.suffix == ".png"}
+    assert pngs == {"history.png", "slice.png", "contour.png", "candidates.png", "diagnostics.png"}
+    for name in pngs:
+        _assert_png(out / name)
+    # Too few trials for importance: said, not drawn.
+    assert report.importance is None and "at least 5" in report.importance_note
+    md = (out / "report.md").read_text()
+    assert "Parameter importance: not computed: needs at least 5" in md
+    # A declared diagnostic the world cannot answer is "unavailable" with the recorded reason.
+    assert "unavailable: no series for 'go_gc_pause_p99'" in md
+    # Without the study the contour is a heat map drawn from the report; the stale contour goes.
+    paths = write_report(report, out)
+    assert {p.name for p in paths if p.suffix == ".png"} == pngs - {"contour.png"} | {
+        "heatmap.png"}
+    assert not (out / "contour.png").exists()
+    _assert_png(out / "heatmap.png")

@@ -1,0 +1,176 @@
+"""The significance logic on synthetic data whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.report import significance as sig
+
+BASELINE = [0.018, 0.0185, 0.019]
+
+
+def test_clear_win_is_better() -> None:
+    c = sig.compare([0.010, 0.0105, 0.011], BASELINE, metric="p99", direction="minimize")
+    assert c.outcome == "better"
+    assert c.improvement == pytest.approx((0.0185 - 0.0105) / 0.0185)
+    assert c.low is not None and c.high is not None and c.improvement is not None
+    assert 0 < c.low <= c.improvement <= c.high
+    assert c.repeats_needed is None
+
+
+def test_no_difference_is_not_better() -> None:
+    rng = np.random.default_rng(1)
+    same = list(0.018 * (1 + 0.01 * rng.standard_normal(12)))
+    other = list(0.018 * (1 + 0.01 * rng.standard_normal(12)))
+    c = sig.compare(same, other, metric="p99", direction="minimize")
+    assert c.high is not None and c.high < sig.PRACTICAL
+    assert c.outcome == "not better"
+
+
+def test_clearly_worse_is_not_better() -> None:
+    c = sig.compare([0.030, 0.031, 0.032], BASELINE, metric="p99", direction="minimize")
+    assert c.high is not None and c.high < 0
+    assert c.outcome == "not better"
+
+
+def test_too_noisy_is_unclear_with_a_repeats_estimate() -> None:
+    c = sig.compare([0.010, 0.020, 0.014], [0.012, 0.022, 0.016], metric="p99",
+                    direction="minimize")
+    assert c.low is not None and c.high is not None
+    assert c.low < 0 and c.high > sig.PRACTICAL
+    assert c.outcome == "unclear"
+    assert c.repeats_needed is not None and c.repeats_needed > 3
+
+
+def test_the_repeats_estimate_usually_settles_it() -> None:
+    """A true 15% gain under 20% noise, 3 repeats: mostly unclear. Measured again with the
+    estimated repeats, most of those are decided (the estimate aims at 80%; the 3-repeat point
+    estimate it starts from is itself noisy)."""
+    rng = np.random.default_rng(7)
+
+    def draw(median: float, n: int) -> list[float]:
+        return list(median * (1 + 0.2 * rng.standard_normal(n)))
+
+    unclear = settled = 0
+    for seed in range(60):
+        first = sig.compare(draw(0.85, 3), draw(1.0, 3), metric="p99", direction="minimize",
+                            resamples=2000, seed=seed)
+        if first.outcome != "unclear":
+            continue
+        assert first.repeats_needed is not None and first.repeats_needed > 3
+        unclear += 1
+        n = first.repeats_needed
+        again = sig.compare(draw(0.85, n), draw(1.0, n), metric="p99", direction="minimize",
+                            resamples=2000, seed=seed)
+        settled += again.outcome != "unclear"
+    assert unclear >= 30
+    assert settled / unclear > 0.5
+
+
+def test_maximize_direction() -> None:
+    baseline = [1000.0, 1010.0, 990.0]
+    up = sig.compare([1150.0, 1160.0, 1140.0], baseline, metric="rps", direction="maximize")
+    assert up.outcome == "better"
+    assert up.improvement == pytest.approx(0.15)
+    down = sig.compare([850.0, 860.0, 840.0], baseline, metric="rps", direction="maximize")
+    assert down.outcome == "not better"
+    assert down.improvement == pytest.approx(-0.15)
+
+
+def test_fewer_than_two_values_has_no_interval() -> None:
+    c = sig.compare([0.001], [0.018], metric="p99", direction="minimize")
+    assert c.outcome == "unclear"
+    assert c.low is None and c.repeats_needed is None
+    assert c.improvement == pytest.approx(1 - 0.001 / 0.018)
+
+
+def test_a_zero_baseline_median_has_no_relative_change() -> None:
+    c = sig.compare([1.0, 2.0], [0.0, 0.0, 0.0], metric="errors", direction="minimize")
+    assert c.improvement is None and c.outcome == "unclear"
+
+
+def test_seeded_and_reproducible() -> None:
+    args = ([0.010, 0.020, 0.014, 0.013], [0.012, 0.022, 0.016, 0.02])
+    a = sig.compare(*args, metric="p99", direction="minimize", seed=5)
+    b = sig.compare(*args, metric="p99", direction="minimize", seed=5)
+    other = sig.compare(*args, metric="p99", direction="minimize", seed=6)
+    assert a == b
+    assert (a.low, a.high) != (other.low, other.high)
+
+
+def test_borrowed_noise_needs_the_fallback_margin() -> None:
+    modest = sig.compare([0.0160], BASELINE, metric="p99", direction="minimize",
+                         margin=sig.FALLBACK_MARGIN, borrow=True)
+    assert modest.borrowed_noise and modest.n_candidate == 1
+    assert modest.low is not None and modest.low > 0  # better by the usual rule ...
+    assert modest.outcome == "unclear"  # ... but not by the unconfirmed one
+    assert modest.repeats_needed is not None
+    big = sig.compare([0.006], BASELINE, metric="p99", direction="minimize",
+                      margin=sig.FALLBACK_MARGIN, borrow=True)
+    assert big.outcome == "better"
+
+
+def test_borrow_noise_keeps_relative_deviations() -> None:
+    assert sig.borrow_noise(5.0, [9.0, 10.0, 11.0]) == pytest.approx((4.5, 5.0, 5.5))
+
+
+def _ev(cid: str, improvement: float, outcome: sig.Outcome, *, feasible: bool = True,
+        extra: tuple[sig.Comparison, ...] = (), repeats: int | None = None) -> sig.Evidence:
+    c = sig.Comparison(metric="p99", direction="minimize", n_candidate=3, n_baseline=3,
+                       candidate_median=1 - improvement, baseline_median=1.0,
+                       improvement=improvement, low=improvement - 0.1,
+                       high=improvement + 0.1, outcome=outcome, repeats_needed=repeats)
+    return sig.Evidence(cid, (c, *extra), feasible, 3)
+
+
+def test_decide_adopts_the_best_feasible_better_candidate() -> None:
+    d = sig.decide([_ev("#1", 0.2, "better"), _ev("#2", 0.4, "better"),
+                    _ev("#3", 0.6, "better", feasible=False)], confirmed=True)
+    assert (d.verdict, d.chosen) == ("adopt", "#2")
+
+
+def test_decide_keeps_current_when_nothing_is_better() -> None:
+    d = sig.decide([_ev("#1", -0.02, "not better"), _ev("#3", 0.5, "better", feasible=False)],
+                   confirmed=True)
+    assert d.verdict == "keep current"
+    assert d.chosen == "#1"
+    assert "violated a constraint" in d.reason
+
+
+def test_decide_inconclusive_names_the_repeats() -> None:
+    d = sig.decide([_ev("#1", 0.03, "unclear", repeats=12), _ev("#2", -0.1, "not better")],
+                   confirmed=True)
+    assert (d.verdict, d.chosen, d.repeats_needed) == ("inconclusive", "#1", 12)
+    assert "12 repeats" in d.reason
+
+
+def test_decide_without_confirmation_points_to_confirm() -> None:
+    d = sig.decide([_ev("#1", 0.15, "unclear", repeats=5)], confirmed=False)
+    assert d.verdict == "inconclusive"
+    assert "autotune confirm" in d.reason
+
+
+def test_decide_rejects_a_candidate_worse_on_another_objective() -> None:
+    worse = sig.Comparison(metric="cpu", direction="minimize", n_candidate=3, n_baseline=3,
+                           candidate_median=2.0, baseline_median=1.0, improvement=-1.0,
+                           low=-1.2, high=-0.8, outcome="not better", repeats_needed=None)
+    d = sig.decide([_ev("#1", 0.3, "better", extra=(worse,))], confirmed=True)
+    assert d.verdict == "keep current"
+    assert "worse on cpu" in d.reason
+
+
+def test_decide_without_candidates() -> None:
+    d = sig.decide([], confirmed=False)
+    assert (d.verdict, d.chosen) == ("keep current", None)
+
+
+def test_three_vs_three_adopts_only_complete_separation() -> None:
+    """With 3 repeats a side the lower bound is the worst pairing (best baseline repeat vs worst
+    candidate repeat): the exact one-sided Mann-Whitney test at p = 0.05."""
+    base = [3.5, 4.0, 5.0]
+    separated = sig.compare([1.0, 2.0, 3.4], base, metric="p99", direction="minimize")
+    assert separated.outcome == "better"
+    assert separated.low == pytest.approx((3.5 - 3.4) / 3.5)
+    overlapping = sig.compare([1.0, 2.0, 3.6], base, metric="p99", direction="minimize")
+    assert overlapping.outcome != "better"
