@@ -10,12 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autotune.clock import Clock
-from autotune.errors import PrerequisiteError
 from autotune.experiment.models import Experiment
 from autotune.study.trial import Backends
 
 
-def _simulated(exp: Experiment, results: Path, clock: Clock) -> Backends:
+def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
     from autotune import simulated
 
     world = simulated.World(simulated.world_path(exp, results))
@@ -26,26 +25,25 @@ def _simulated(exp: Experiment, results: Path, clock: Clock) -> Backends:
     )
 
 
-def _local(exp: Experiment, results: Path, clock: Clock) -> Backends:
+def _local(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
     from autotune.local_stack import build
 
     return build(exp, results, clock)
 
 
-def _kubernetes(exp: Experiment, results: Path, clock: Clock) -> Backends:
-    try:
-        from autotune.cluster import build
-    except ImportError as e:  # pragma: no cover - the module ships with the package
-        raise PrerequisiteError(f"the kubernetes backend is not available: {e}") from e
-    return build(exp, results, clock)
+def _kubernetes(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
+    from autotune.cluster import build
+
+    return build(exp, results, clock, context=context)
 
 
-REGISTRY: dict[str, Callable[[Experiment, Path, Clock], Backends]] = {
+REGISTRY: dict[str, Callable[[Experiment, Path, Clock, str | None], Backends]] = {
     "simulated": _simulated,
     "local": _local,
     "kubernetes": _kubernetes,
 }
 
 
-def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
-    return REGISTRY[exp.target.kind](exp, results, clock)
+def build(exp: Experiment, results: Path, clock: Clock, *, context: str | None = None) -> Backends:
+    """``context``: the kubeconfig context to use (kubernetes targets only)."""
+    return REGISTRY[exp.target.kind](exp, results, clock, context)

@@ -70,12 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--new-study", action="store_true",
                    help="start a new study even if one exists (the old one is kept)")
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
+    p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
     p.add_argument("--no-confirm", action="store_true",
                    help="skip the confirmation re-runs of the top candidates at the end")
     _confirm_options(p)
 
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
     p.add_argument("file")
+    p.add_argument("--cluster", action="store_true",
+                   help="also check the cluster: RBAC for every verb, Deployment and container, "
+                        "the StressChaos CRD, server-side dry-runs of the patch and the chaos")
+    p.add_argument("--live", action="store_true",
+                   help="also run every metric query against Prometheus over a recent window")
+    p.add_argument("--context", help="kubeconfig context")
 
     p = add("schema", "print the JSON Schema of experiment files")
 
@@ -89,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--storage")
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
+    p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
     _confirm_options(p)
 
     p = add("report", "write results/<name>/report.{md,html,json} and the plots")
@@ -104,11 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export the best candidate even when the verdict is not 'adopt'")
 
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
-    p.add_argument("file")
+    p.add_argument("file", nargs="?", help="experiment file (its own leftovers)")
+    p.add_argument("--namespace", help="kubernetes: delete every StressChaos labelled as ours "
+                                       "and restore every Deployment autotune annotated")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--kubeconfig", help="kubeconfig file")
 
     p = add("doctor", "check the prerequisites (local tools, cgroups; cluster access for "
                       "kubernetes experiments) and say how to fix what is missing")
     p.add_argument("file", nargs="?", help="experiment file (default: check the local stack)")
+    p.add_argument("--context", help="kubeconfig context (kubernetes experiments)")
+
+    for sp in sub.choices.values():
+        for action in sp._actions:
+            if action.dest == "storage":
+                action.help = ("study storage URL (default: $AUTOTUNE_STORAGE, else study.storage, "
+                               "else sqlite:///results/<name>/study.db)")
     return parser
 
 
@@ -127,7 +146,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     exp, _ = _load(args.file)
     print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
           f"{exp.study.trials} trials)")
-    return EXIT_OK
+    if not (args.cluster or args.live):
+        return EXIT_OK
+    if exp.target.kubernetes is None and args.cluster:
+        print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
+        return EXIT_USAGE
+    from autotune import cluster
+
+    problems = cluster.validate_cluster(exp, context=args.context) if args.cluster else []
+    if args.live:
+        problems += cluster.validate_live(exp, context=args.context)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    checked = " and ".join(x for x, on in (("cluster", args.cluster), ("metrics", args.live)) if on)
+    print(f"{checked}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+    return EXIT_OK if not problems else EXIT_CONFIG
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -135,7 +168,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _runner(exp: Experiment, digest: str, plain: bool) -> tuple[Any, Any]:
+def _runner(exp: Experiment, digest: str, plain: bool,
+            context: str | None = None) -> tuple[Any, Any]:
     """The study runner with this experiment's backends, and its progress display."""
     from autotune.backends import build
     from autotune.clock import SystemClock
@@ -148,7 +182,7 @@ def _runner(exp: Experiment, digest: str, plain: bool) -> tuple[Any, Any]:
     results.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
     progress = RichProgress() if sys.stderr.isatty() and not plain else PlainProgress()
-    backends = build(exp, results, clock)
+    backends = build(exp, results, clock, context=context)
     runner = StudyRunner(exp, backends, clock=clock, progress=progress,
                          journal=Journal(results / "trials.jsonl"), experiment_hash=digest)
     return runner, progress
@@ -172,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = None
     try:
         with signals_as_exceptions():
-            runner, progress = _runner(exp, digest, args.plain)
+            runner, progress = _runner(exp, digest, args.plain, args.context)
             result = runner.run(studies, args.trials or exp.study.trials)
             confirmed = result.stop_reason == "budget reached" and not args.no_confirm
             if confirmed:
@@ -199,7 +233,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     progress = None
     try:
         with signals_as_exceptions():
-            runner, progress = _runner(exp, digest, args.plain)
+            runner, progress = _runner(exp, digest, args.plain, args.context)
             done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
                            seed=exp.study.seed)
     finally:
@@ -253,11 +287,21 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     from autotune.clock import SystemClock
     from autotune.study import storage as st
 
-    exp, _ = _load(args.file)
+    if args.file is None and args.namespace is None:
+        print("cleanup: give an experiment file, or --namespace", file=sys.stderr)
+        return EXIT_USAGE
+    done: list[str] = []
     with signals_as_exceptions():
-        backends = build(exp, st.results_dir(exp), SystemClock())
-        done = backends.injector.cleanup() + backends.target.cleanup()
-        backends.source.close()
+        if args.namespace is not None:
+            from autotune import cluster
+
+            done += cluster.cleanup_namespace(args.namespace, context=args.context,
+                                              kubeconfig=args.kubeconfig)
+        if args.file is not None:
+            exp, _ = _load(args.file)
+            backends = build(exp, st.results_dir(exp), SystemClock(), context=args.context)
+            done += backends.injector.cleanup() + backends.target.cleanup()
+            backends.source.close()
     for line in done:
         print(f"removed: {line}")
     if not done:
@@ -269,7 +313,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from autotune import doctor
 
     exp = _load(args.file)[0] if args.file else None
-    checks = doctor.run(exp)
+    checks = doctor.run(exp, context=args.context)
     for c in checks:
         print(f"[{'ok' if c.ok else 'MISSING'}] {c.name}: {c.detail}")
         if not c.ok and c.fix:

@@ -127,7 +127,7 @@ class SimulatedService:
         if applied.get("generation") != live.details.get("generation"):
             raise TargetError("the simulated service was reconfigured during the window")
 
-    def restore(self) -> None:
+    def restore(self, best: Env | None = None) -> None:
         self.world.update(applied=None)
 
     def cleanup(self) -> list[str]:

@@ -310,7 +310,11 @@ class StudyRunner:
     def _finish(self, studies: st.Studies) -> None:
         b = self.backends
         errors = []
-        for name, undo in (("stress", b.injector.cleanup), ("target", b.target.restore),
+        best = best_summary(self.exp, studies.search)
+        best_env = (to_env(self.exp, best["settings"])
+                    if best is not None and "settings" in best else None)
+        for name, undo in (("stress", b.injector.cleanup),
+                           ("target", lambda: b.target.restore(best_env)),
                            ("metrics", b.source.close)):
             try:
                 undo()

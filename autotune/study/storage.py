@@ -43,7 +43,10 @@ def results_dir(exp: Experiment) -> Path:
 
 
 def storage_url(exp: Experiment, override: str | None = None) -> str:
-    return override or exp.study.storage or f"sqlite:///{results_dir(exp)}/study.db"
+    """--storage, else $AUTOTUNE_STORAGE (how a CronJob passes a PostgreSQL URL from a Secret),
+    else the experiment's study.storage, else SQLite under results/."""
+    return (override or os.environ.get("AUTOTUNE_STORAGE") or exp.study.storage
+            or f"sqlite:///{results_dir(exp)}/study.db")
 
 
 def open_storage(url: str, heartbeat: float) -> RDBStorage:

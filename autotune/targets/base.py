@@ -8,8 +8,9 @@ Contract (checked by tests/contract/test_target_contract.py for every implementa
   state ``restore()`` can undo.
 - ``check(live)`` raises ``TargetError`` if the service restarted or changed since ``apply``
   (a measurement spanning a restart is not a measurement).
-- ``restore()`` puts the target back as it was found (or applies the study's choice) and is
-  idempotent; it runs in ``finally``.
+- ``restore(best)`` puts the target back as it was found and is idempotent; it runs in
+  ``finally``. ``best`` is the study's best feasible candidate (or None); a target configured to
+  keep the best (Kubernetes ``on_finish: best``) applies it instead, the others ignore it.
 - ``cleanup()`` undoes what a dead run of this study left behind and says what it did.
 - ``noise_probe()`` returns a probe of CPU used by other processes, or None where that cannot be
   measured (a cluster).
@@ -40,7 +41,7 @@ class Target(Protocol):
 
     def check(self, live: Live) -> None: ...
 
-    def restore(self) -> None: ...
+    def restore(self, best: Env | None = None) -> None: ...
 
     def cleanup(self) -> list[str]: ...
 

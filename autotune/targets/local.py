@@ -220,8 +220,9 @@ class LocalService:
                 p.stop()
         self.loadgen = self.service = None
 
-    def restore(self) -> None:
-        """Stop the service and the load; remove the cgroups. Nothing of ours stays behind."""
+    def restore(self, best: Env | None = None) -> None:
+        """Stop the service and the load; remove the cgroups. Nothing of ours stays behind
+        (a local service has nothing to keep ``best`` on)."""
         self._stop_children()
         if self._created:
             self.limit.remove()

@@ -1,0 +1,423 @@
+"""Chaos Mesh StressChaos as the Injector: one object per injection, verified in, verified gone.
+
+Facts this relies on (Chaos Mesh v2.8.3, see DESIGN.md §4):
+
+- the spec cannot be updated, so every injection is a new object with a unique name;
+- unknown fields are silently pruned by the API server, so every object is validated against the
+  CRD's schema tightened with ``additionalProperties: false`` and created with
+  ``fieldValidation=Strict``; ``workers`` is checked to be 1..8192 (0 "injects" nothing);
+- *injected* means ``desiredPhase == Run``, container records present and all ``Injected``, and
+  a stress-ng PID in ``status.instances[<record id>].uid``; ``AllRecovered`` is not trusted;
+- when no pod matched at creation Chaos Mesh never selects again: a Warning event ``Failed``
+  with no records fails the injection at once;
+- *recovered* means the object is gone: the ``chaos-mesh/records`` finalizer only goes once every
+  record is "Not Injected". We never force it (the ``cleanFinalizer`` annotation can leave
+  stress-ng running); ``duration`` is the dead-man switch if we die.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import math
+import re
+import uuid
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import yaml
+
+from autotune.chaos.base import Injection
+from autotune.clock import Clock
+from autotune.errors import ChaosError
+from autotune.experiment.models import Stress
+from autotune.kube import (
+    EVENTS,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    STRESSCHAOS,
+    STUDY_LABEL,
+    TRIAL_LABEL,
+    ApiError,
+    Kube,
+    Obj,
+    Selection,
+    label_value,
+    name_of,
+    one,
+    ours,
+    reraise_as,
+)
+from autotune.live import Live
+
+log = logging.getLogger(__name__)
+
+CRD_FILE = "data/chaos-mesh/chaos-mesh.org_stresschaos.yaml"
+FINALIZER = "chaos-mesh/records"
+MAX_WORKERS = 8192
+CRD_MISSING = ("the StressChaos CRD (stresschaos.chaos-mesh.org/v1alpha1) is not installed in "
+               "this cluster: install Chaos Mesh (v2.x, see https://chaos-mesh.org/docs/) first")
+
+
+# --- the CRD schema -------------------------------------------------------------------------
+
+@functools.cache
+def crd() -> Obj:
+    text = (resources.files("autotune") / CRD_FILE).read_text(encoding="utf-8")
+    data: Obj = yaml.safe_load(text)
+    return data
+
+
+def tighten(schema: Any) -> Any:
+    """A copy of an OpenAPI schema where every object that lists ``properties`` allows no other."""
+    if isinstance(schema, list):
+        return [tighten(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: tighten(v) for k, v in schema.items()}
+    if "properties" in schema:
+        out["properties"] = {k: tighten(v) for k, v in schema["properties"].items()}
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft7Validator:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return jsonschema.Draft7Validator(tighten(copy.deepcopy(schema)))
+
+
+def manifest_problems(manifest: Obj) -> list[str]:
+    """Why the API server (or Chaos Mesh) would drop, reject or ignore part of this object."""
+    problems = []
+    for error in sorted(_validator().iter_errors(manifest), key=lambda e: list(e.path)):
+        where = ".".join(str(p) for p in error.path) or "(top level)"
+        problems.append(f"{where}: {error.message}")
+    spec = manifest.get("spec") or {}
+    workers = ((spec.get("stressors") or {}).get("cpu") or {}).get("workers")
+    if not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        problems.append(f"spec.stressors.cpu.workers: must be 1..{MAX_WORKERS} "
+                        f"(0 reports Injected while nothing runs), not {workers!r}")
+    if "stressngStressors" in spec:
+        problems.append("spec.stressngStressors: never used (ignored or crashes chaos-daemon)")
+    return problems
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+_DNS_BAD = re.compile(r"[^a-z0-9-]+")
+
+
+def _dns(text: str) -> str:
+    return _DNS_BAD.sub("-", text.lower()).strip("-")
+
+
+def go_duration(seconds: float) -> str:
+    return f"{max(1, math.ceil(seconds))}s"
+
+
+def object_name(study: str | None, trial: str | None, unique: str) -> str:
+    parts = ["autotune", _dns(study or "")[:30].strip("-"), f"t{_dns(trial)}" if trial else "",
+             unique]
+    return "-".join(p for p in parts if p)
+
+
+def identity(study: str | None, labels: Mapping[str, str]) -> dict[str, str]:
+    """Labels of an object we create: the caller's, with our ownership always in place."""
+    out = {k: label_value(v) for k, v in labels.items()}
+    out[MANAGED_BY_LABEL] = MANAGER
+    if study is not None:
+        out[STUDY_LABEL] = label_value(study)
+    return out
+
+
+def render(*, name: str, placement: Mapping[str, Any], stress: Stress, duration: float,
+           labels: Mapping[str, str]) -> Obj:
+    """The StressChaos for one injection (see chaos/stresschaos.yaml for a commented example).
+
+    Fixed by design: ``mode: all`` over the Deployment's pod labels in its own namespace, only
+    ``Running`` pods, the tuned container named explicitly (empty means the *first* container).
+    """
+    namespace = str(placement["namespace"])
+    selector: Obj = {"namespaces": [namespace],
+                     "labelSelectors": dict(placement.get("pod_labels") or {}),
+                     "podPhaseSelectors": ["Running"]}
+    if placement.get("pod_expressions"):
+        selector["expressionSelectors"] = [dict(e) for e in placement["pod_expressions"]]
+    return {
+        "apiVersion": STRESSCHAOS.api_version,
+        "kind": STRESSCHAOS.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "mode": "all",
+            "selector": selector,
+            "containerNames": [str(placement["container"])],
+            "stressors": {"cpu": {"workers": stress.workers, "load": stress.load}},
+            "duration": go_duration(duration),
+        },
+    }
+
+
+def _placement(live: Live) -> Mapping[str, Any]:
+    p = live.placement
+    missing = [k for k in ("namespace", "container", "pods") if not p.get(k)]
+    if missing:
+        raise ChaosError(f"the live candidate does not say where it runs ({', '.join(missing)} "
+                         "missing): StressChaos needs a Kubernetes target")
+    if not p.get("pod_labels") and not p.get("pod_expressions"):
+        raise ChaosError("the Deployment has an empty pod selector: a StressChaos would hit "
+                         "every pod of the namespace")
+    return p
+
+
+# --- status ---------------------------------------------------------------------------------
+
+def records(obj: Obj) -> list[Obj]:
+    experiment = (obj.get("status") or {}).get("experiment") or {}
+    return list(experiment.get("containerRecords") or [])
+
+
+def not_injected(obj: Obj) -> str | None:
+    """None when the stress is really running (DESIGN.md §4), else what is missing."""
+    status = obj.get("status") or {}
+    phase = (status.get("experiment") or {}).get("desiredPhase")
+    if phase != "Run":
+        return f"desiredPhase is {phase!r}, not 'Run'"
+    recs = records(obj)
+    if not recs:
+        return "no container records yet"
+    pending = [f"{r.get('id')}: {r.get('phase')}" for r in recs if r.get("phase") != "Injected"]
+    if pending:
+        return f"records not Injected ({'; '.join(pending)})"
+    instances = status.get("instances") or {}
+    no_pid = [str(r.get("id")) for r in recs if not _pid(instances.get(r.get("id")))]
+    if no_pid:
+        return f"no stress-ng process reported (status.instances[].uid) for {', '.join(no_pid)}"
+    return None
+
+
+def _pid(instance: Obj | None) -> str | None:
+    """The stress-ng instance of a record: ``uid`` in v2.8.3 (Chaos Mesh's master renames the
+    Go field to CpuUID; accept a ``cpuUid`` too so a CRD upgrade does not read as a failure)."""
+    instance = instance or {}
+    return instance.get("uid") or instance.get("cpuUid")
+
+
+def record_pods(obj: Obj) -> set[str]:
+    """Pod names from record ids ("namespace/pod/container")."""
+    pods = set()
+    for r in records(obj):
+        parts = str(r.get("id", "")).split("/")
+        if len(parts) >= 2:
+            pods.add(parts[1])
+    return pods
+
+
+# --- the injector ---------------------------------------------------------------------------
+
+class ChaosMeshInjector:
+    """The Injector protocol with Chaos Mesh's StressChaos, in the target's namespace."""
+
+    def __init__(self, kube: Kube, clock: Clock, *, namespace: str, study: str | None,
+                 inject_timeout: float = 60.0, recover_timeout: float = 120.0,
+                 check_every: float = 2.0) -> None:
+        self.kube, self.clock = kube, clock
+        self.namespace, self.study = namespace, study
+        self.inject_timeout, self.recover_timeout = inject_timeout, recover_timeout
+        self.check_every = check_every
+
+    # --- Injector protocol --------------------------------------------------------------
+
+    def inject(self, live: Live, stress: Stress, duration: float,
+               labels: Mapping[str, str]) -> Injection:
+        placement = _placement(live)
+        namespace = str(placement["namespace"])
+        name = object_name(self.study, labels.get(TRIAL_LABEL), uuid.uuid4().hex[:8])
+        manifest = render(name=name, placement=placement, stress=stress, duration=duration,
+                          labels=identity(self.study, labels))
+        problems = manifest_problems(manifest)
+        if problems:
+            raise ChaosError(f"refusing to create an invalid StressChaos: {'; '.join(problems)}")
+        self._create(manifest)
+        # Past its duration the stress is over whatever we see: no point waiting longer.
+        timeout = min(self.inject_timeout, duration)
+        try:
+            with reraise_as(ChaosError):
+                obj = self._await_injected(namespace, name, set(placement["pods"]), timeout)
+        except ChaosError as e:
+            raise ChaosError(f"{e}; {self._remove_after_failure(namespace, name)}") from None
+        except BaseException:
+            self._remove_after_failure(namespace, name)
+            raise
+        instances = (obj.get("status") or {}).get("instances") or {}
+        return Injection(id=name, started=self.clock.now(), details={
+            "kind": "StressChaos", "name": name, "namespace": namespace,
+            "pods": sorted(record_pods(obj)), "duration": manifest["spec"]["duration"],
+            "workers": stress.workers, "load": stress.load,
+            "stress_pids": {k: _pid(v) for k, v in sorted(instances.items())},
+        })
+
+    def recover(self, injection: Injection) -> None:
+        namespace = str(injection.details.get("namespace", self.namespace))
+        with reraise_as(ChaosError):
+            self.kube.delete(STRESSCHAOS, namespace, injection.id)
+            self._await_gone(namespace, injection.id)
+
+    def active(self) -> list[str]:
+        return sorted(name_of(o) for o in self._ours())
+
+    def cleanup(self) -> list[str]:
+        found = self._ours()
+        if not found:
+            return []
+        with reraise_as(ChaosError):
+            for obj in found:
+                self.kube.delete(STRESSCHAOS, self.namespace, name_of(obj))
+            remaining = [""]
+
+            def all_gone(state: dict[str, Obj]) -> bool | None:
+                remaining[0] = ", ".join(sorted(state))
+                return True if not state else None
+
+            if self.kube.wait(Selection(STRESSCHAOS, self.namespace, labels=self._selector()),
+                              all_gone, self.recover_timeout) is None:
+                raise ChaosError(f"StressChaos objects still present {self.recover_timeout:g}s "
+                                 f"after deletion in namespace {self.namespace!r}: "
+                                 f"{remaining[0]}. {_STUCK_ADVICE}")
+        return [f"StressChaos {self.namespace}/{name_of(o)} ("
+                f"trial {(o.get('metadata', {}).get('labels') or {}).get(TRIAL_LABEL, '?')})"
+                for o in found]
+
+    # --- for validation -----------------------------------------------------------------
+
+    def dry_run(self, placement: Mapping[str, Any], stress: Stress, duration: float) -> None:
+        """Let the API server, the CRD schema and Chaos Mesh's webhooks judge a StressChaos."""
+        name = object_name(self.study, "dry-run", uuid.uuid4().hex[:8])
+        manifest = render(name=name, placement=placement, stress=stress, duration=duration,
+                          labels=identity(self.study, {}))
+        problems = manifest_problems(manifest)
+        if problems:
+            raise ChaosError(f"invalid StressChaos: {'; '.join(problems)}")
+        self._create(manifest, dry_run=True)
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _selector(self) -> str:
+        return ours(self.study)
+
+    def _ours(self) -> list[Obj]:
+        try:
+            with reraise_as(ChaosError):
+                items, _ = self.kube.list(Selection(STRESSCHAOS, self.namespace,
+                                                    labels=self._selector()))
+        except ChaosError as e:
+            if isinstance(e.__cause__, ApiError) and e.__cause__.status == 404:
+                return []  # no CRD: nothing of ours can exist (inject says what is missing)
+            raise
+        return items
+
+    def _create(self, manifest: Obj, dry_run: bool = False) -> None:
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            self.kube.create(STRESSCHAOS, namespace, manifest, dry_run=dry_run)
+        except ApiError as e:
+            if e.status == 404:
+                raise ChaosError(CRD_MISSING) from e
+            if e.status == 409 and not dry_run and self._is_ours(namespace, name):
+                log.debug("StressChaos %s/%s already created by a retried request", namespace,
+                          name)
+                return
+            raise ChaosError(str(e)) from e
+
+    def _is_ours(self, namespace: str, name: str) -> bool:
+        with reraise_as(ChaosError):
+            existing = self.kube.get(STRESSCHAOS, namespace, name)
+        labels = (existing or {}).get("metadata", {}).get("labels") or {}
+        return labels.get(MANAGED_BY_LABEL) == MANAGER
+
+    def _await_injected(self, namespace: str, name: str, pods: set[str],
+                        timeout: float) -> Obj:
+        seen = {"state": "nothing reported yet", "warnings": ""}
+
+        def injected(state: dict[str, Obj]) -> Obj | None:
+            obj = state.get(name)
+            if obj is None:
+                raise ChaosError(f"StressChaos {namespace}/{name} was deleted by someone else "
+                                 "before it was injected")
+            problem = not_injected(obj)
+            if problem is not None:
+                seen["state"] = problem
+                return None
+            selected = record_pods(obj)
+            if selected != pods:
+                raise ChaosError(f"StressChaos {namespace}/{name} stressed pods "
+                                 f"{sorted(selected)} but the candidate runs in {sorted(pods)}")
+            return obj
+
+        def failed(state: dict[str, Obj]) -> None:
+            warnings = self._warnings(namespace, name)
+            obj = state.get(name) or {}
+            if any(e.get("reason") == "Failed" for e in warnings) and not records(obj):
+                raise ChaosError(
+                    f"Chaos Mesh selected no pod for StressChaos {namespace}/{name} "
+                    f"({_messages(warnings)}) and never retries selection: check that the "
+                    "pods are Running with the Deployment's labels")
+            if warnings:
+                seen["warnings"] = f"; Chaos Mesh warnings: {_messages(warnings)}"
+
+        obj = self.kube.wait(one(STRESSCHAOS, namespace, name), injected, timeout,
+                             every=self.check_every, poll=failed)
+        if obj is None:
+            raise ChaosError(
+                f"StressChaos {namespace}/{name} was not confirmed injected within "
+                f"{timeout:g}s ({seen['state']}{seen['warnings']}): check that chaos-daemon runs "
+                "on the pods' nodes and read the chaos-controller-manager logs")
+        return obj
+
+    def _warnings(self, namespace: str, name: str) -> list[Obj]:
+        items, _ = self.kube.list(Selection(EVENTS, namespace,
+                                            fields=f"involvedObject.name={name}"))
+        return [e for e in items if e.get("type") == "Warning"]
+
+    def _await_gone(self, namespace: str, name: str) -> None:
+        last: list[Obj | None] = [None]
+
+        def gone(state: dict[str, Obj]) -> bool | None:
+            last[0] = state.get(name)
+            return True if last[0] is None else None
+
+        if self.kube.wait(one(STRESSCHAOS, namespace, name), gone,
+                          self.recover_timeout) is None:
+            raise ChaosError(f"StressChaos {namespace}/{name} still exists "
+                             f"{self.recover_timeout:g}s after its deletion "
+                             f"({_stuck_state(last[0] or {})}). {_STUCK_ADVICE}")
+
+    def _remove_after_failure(self, namespace: str, name: str) -> str:
+        try:
+            with reraise_as(ChaosError):
+                self.kube.delete(STRESSCHAOS, namespace, name)
+                self._await_gone(namespace, name)
+        except ChaosError as e:
+            log.error("could not remove StressChaos %s/%s: %s", namespace, name, e)
+            return f"and removing it failed: {e}"
+        return f"StressChaos {namespace}/{name} removed"
+
+
+_STUCK_ADVICE = (
+    "Check the chaos-controller-manager and chaos-daemon logs (namespace chaos-mesh) and the "
+    "object's status.experiment.containerRecords; the stress stops by itself once its duration "
+    "has passed. autotune never removes the chaos-mesh/records finalizer itself: forcing it can "
+    "leave stress-ng running in the pods")
+
+
+def _stuck_state(obj: Obj) -> str:
+    recs = [f"{r.get('id')}: {r.get('phase')}" for r in records(obj)]
+    finalizers = obj.get("metadata", {}).get("finalizers") or []
+    return (f"finalizers {finalizers}, records: {'; '.join(recs) or 'none'}")
+
+
+def _messages(events: list[Obj]) -> str:
+    return "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in events[-3:])

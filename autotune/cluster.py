@@ -1,0 +1,190 @@
+"""The Kubernetes backend assembled: build it, check a cluster can run it, clean a namespace.
+
+This is the composition root of the cluster mode: it may import targets, chaos and metrics
+(which never import each other) and ``autotune.kube``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from autotune.chaos.chaos_mesh import CRD_MISSING, ChaosMeshInjector
+from autotune.clock import Clock, SystemClock
+from autotune.errors import AutotuneError
+from autotune.experiment.models import Experiment, KubernetesTarget, Setting
+from autotune.kube import (
+    DEPLOYMENTS,
+    EVENTS,
+    ORIGINAL_ENV_ANNOTATION,
+    PODS,
+    STRESSCHAOS,
+    Kind,
+    Kube,
+    Selection,
+    connect,
+)
+from autotune.live import Window
+from autotune.study.trial import DEAD_MAN_MARGIN, Backends
+from autotune.targets.kubernetes import KubernetesTarget as DeploymentTarget
+from autotune.targets.kubernetes import restore_annotated
+
+log = logging.getLogger(__name__)
+
+# What a run does, as (verb, resource) — the same list as deploy/rbac.yaml (a test keeps them
+# in step). Chaos Mesh's own webhook also checks "create stresschaos" in the target namespace.
+NEEDED: tuple[tuple[str, Kind], ...] = (
+    *((verb, DEPLOYMENTS) for verb in ("get", "list", "watch", "patch")),
+    *((verb, PODS) for verb in ("get", "list", "watch")),
+    *((verb, EVENTS) for verb in ("get", "list", "watch")),
+    *((verb, STRESSCHAOS) for verb in ("create", "get", "list", "watch", "delete")),
+)
+
+
+def _spec(exp: Experiment) -> KubernetesTarget:
+    if exp.target.kubernetes is None:
+        raise AutotuneError("not a kubernetes experiment")
+    return exp.target.kubernetes
+
+
+def _kube(exp: Experiment, clock: Clock, context: str | None) -> Kube:
+    spec = _spec(exp)
+    return connect(clock, context=context or spec.context, kubeconfig=spec.kubeconfig)
+
+
+def _parts(exp: Experiment, kube: Kube, clock: Clock,
+           results: Path | None) -> tuple[DeploymentTarget, ChaosMeshInjector]:
+    spec = _spec(exp)
+    target = DeploymentTarget(spec, kube, clock, variables=[p.env_var for p in exp.parameters],
+                              study=exp.name, state_dir=results)
+    injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name)
+    return target, injector
+
+
+def build(exp: Experiment, results: Path, clock: Clock, context: str | None = None) -> Backends:
+    """The target, the injector and the metric source of a kubernetes experiment."""
+    from autotune.metrics.prometheus import PrometheusSource
+
+    target, injector = _parts(exp, _kube(exp, clock, context), clock, results)
+    source = PrometheusSource(exp.prometheus, clock)
+    return Backends(target=target, injector=injector, source=source)
+
+
+# --- validate: can this cluster run the experiment? -----------------------------------------
+
+def validate_cluster(exp: Experiment, context: str | None = None) -> list[str]:
+    """Problems that would stop a run (empty: none). Changes nothing in the cluster."""
+    clock = SystemClock()
+    try:
+        kube = _kube(exp, clock, context)
+    except AutotuneError as e:
+        return [str(e)]
+    spec = _spec(exp)
+    problems = _access(kube, spec.namespace)
+    target, injector = _parts(exp, kube, clock, None)
+    try:
+        facts = target.describe()
+    except AutotuneError as e:
+        return [*problems, str(e)]
+    log.info("target: %s", facts)
+    try:
+        if not kube.serves(STRESSCHAOS):
+            return [*problems, CRD_MISSING]
+    except AutotuneError as e:
+        return [*problems, str(e)]
+    return problems + _dry_runs(exp, target, injector)
+
+
+def _access(kube: Kube, namespace: str) -> list[str]:
+    problems = []
+    for verb, kind in NEEDED:
+        try:
+            allowed, reason = kube.can_i(verb, kind, namespace)
+        except AutotuneError as e:
+            return [f"cannot check permissions (SelfSubjectAccessReview): {e}"]
+        if not allowed:
+            why = f" ({reason})" if reason else ""
+            problems.append(f"not allowed to {verb} {kind.resource} in namespace "
+                            f"{namespace!r}{why}: see deploy/rbac.yaml")
+    return problems
+
+
+def _dry_runs(exp: Experiment, target: DeploymentTarget, injector: ChaosMeshInjector) -> list[str]:
+    """Server-side dry runs: the env patch of the baseline and of a candidate, and a StressChaos."""
+    problems = []
+    first: dict[str, Setting] = {p.name: p.values[0] if p.values else p.low
+                                 for p in exp.parameters}
+    for label, settings in (("baseline", exp.baseline_settings()), ("a candidate", first)):
+        env: dict[str, str | None] = {}
+        for p in exp.parameters:
+            value = settings.get(p.name)
+            env[p.env_var] = None if value is None else p.format(value)
+        try:
+            target.dry_run(env)
+        except AutotuneError as e:
+            problems.append(f"patching the env of {label} would fail: {e}")
+    try:
+        live = target.current()
+        duration = exp.measure.window + DEAD_MAN_MARGIN
+        injector.dry_run(live.placement, exp.chaos.stress, duration)
+    except AutotuneError as e:
+        problems.append(f"creating the StressChaos would fail: {e}")
+    return problems
+
+
+# --- validate live: do the queries return one number each? ----------------------------------
+
+def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
+    """Run every metric query over the last window against the running pods; report the ones
+    that return no series, several series or NaN."""
+    from autotune.metrics import promql
+    from autotune.metrics.base import Unavailable
+    from autotune.metrics.prometheus import PrometheusSource
+
+    clock = SystemClock()
+    try:
+        target, _ = _parts(exp, _kube(exp, clock, context), clock, None)
+        live = target.current()
+    except AutotuneError as e:
+        return [str(e)]
+    now = clock.now()
+    window = Window(now - exp.measure.window, now)
+    values = {"selector": promql.render_selector(live.scope),
+              "window": promql.render_window(window.seconds)}
+    queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics}
+    source = PrometheusSource(exp.prometheus, clock)
+    try:
+        readings = source.read(queries, window, live)
+    except AutotuneError as e:
+        return [f"prometheus: {e}"]
+    finally:
+        source.close()
+    return [f"metrics.{name}: {reading.reason}" for name, reading in readings.items()
+            if isinstance(reading, Unavailable)]
+
+
+# --- cleanup of a namespace -----------------------------------------------------------------
+
+def cleanup_namespace(namespace: str, context: str | None = None,
+                      kubeconfig: str | None = None, *, clock: Clock | None = None,
+                      rollout_timeout: float = 300.0) -> list[str]:
+    """Remove every StressChaos autotune left in ``namespace`` (any study) and restore every
+    Deployment that still carries an original env saved by autotune. Says what it did."""
+    clock = clock or SystemClock()
+    kube = connect(clock, context=context, kubeconfig=kubeconfig)
+    done = ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
+    items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
+    for dep in items:
+        if ORIGINAL_ENV_ANNOTATION in (dep.get("metadata", {}).get("annotations") or {}):
+            line = restore_annotated(kube, clock, dep, rollout_timeout)
+            if line:
+                done.append(line)
+    return done
+
+
+def describe(exp: Experiment, context: str | None = None) -> dict[str, Any]:
+    """The target's facts (for reports and ``doctor``)."""
+    clock = SystemClock()
+    target, _ = _parts(exp, _kube(exp, clock, context), clock, None)
+    return target.describe()

@@ -1,0 +1,560 @@
+"""The Kubernetes target: the env of one container of one Deployment.
+
+``apply(env)`` saves the original values of the parameters' variables once (an annotation on the
+Deployment, so a later run can undo a dead one, and a JSON file under the results directory, for
+humans), strategic-merge-patches exactly those variables (``None`` deletes the entry), waits with a
+watch until the rollout is complete (new generation observed, every updated replica available,
+no old pod left) and checks that the running pods carry the candidate env.
+
+A StressChaos selecting the Deployment's pod labels must hit exactly the candidate's pods, which
+is why the rollout wait insists on the old pods being *gone*, not just terminating.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.clock import Clock
+from autotune.errors import TargetError
+from autotune.experiment import models
+from autotune.kube import (
+    DEPLOYMENTS,
+    ORIGINAL_ENV_ANNOTATION,
+    PODS,
+    ApiError,
+    Kube,
+    Obj,
+    Selection,
+    one,
+    reraise_as,
+    selector_of,
+)
+from autotune.live import Live, Matcher
+from autotune.targets.base import Env, NoiseProbe
+
+log = logging.getLogger(__name__)
+
+_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def any_of(values: Sequence[str]) -> str:
+    """A PromQL regex matching exactly one of the values (targets may not import metrics)."""
+    return "|".join(_RE2_SPECIAL.sub(r"\\\1", v) for v in sorted(values))
+
+
+# --- the saved original ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Original:
+    """The env entries of the tuned variables as found (None: the variable was not set)."""
+
+    container: str
+    env: Mapping[str, Obj | None]
+    study: str
+    saved_at: str
+
+    def to_json(self) -> str:
+        return json.dumps({"container": self.container, "env": dict(self.env),
+                           "study": self.study, "saved_at": self.saved_at}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Original:
+        data = json.loads(text)
+        return cls(container=str(data["container"]), env=dict(data["env"]),
+                   study=str(data.get("study", "")), saved_at=str(data.get("saved_at", "")))
+
+    @classmethod
+    def of(cls, deployment: Obj) -> Original | None:
+        text = (deployment.get("metadata", {}).get("annotations") or {}).get(
+            ORIGINAL_ENV_ANNOTATION)
+        if not text:
+            return None
+        try:
+            return cls.from_json(text)
+        except (ValueError, KeyError, TypeError) as e:
+            raise TargetError(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
+                              f"{_name(deployment)} is not autotune's format ({e}); "
+                              "restore the env by hand and remove the annotation") from None
+
+
+def _name(obj: Obj) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _container_patch(container: str, entries: list[Obj]) -> Obj:
+    return {"spec": {"template": {"spec": {"containers": [{"name": container, "env": entries}]}}}}
+
+
+def env_patch(container: str, env: Env) -> Obj:
+    """Set (or, for None, delete) exactly these variables; other env entries are untouched.
+
+    ``valueFrom: null`` drops a reference the variable may have had, so the entry is valid.
+    """
+    entries: list[Obj] = []
+    for var, value in env.items():
+        if value is None:
+            entries.append({"name": var, "$patch": "delete"})
+        else:
+            entries.append({"name": var, "value": value, "valueFrom": None})
+    return _container_patch(container, entries)
+
+
+def restore_patch(original: Original) -> Obj:
+    """Put the original entries back (a value or a reference), or delete the ones we added."""
+    entries: list[Obj] = []
+    for var, entry in original.env.items():
+        if entry is None:
+            entries.append({"name": var, "$patch": "delete"})
+        elif "valueFrom" in entry:
+            entries.append({**entry, "name": var, "value": None})
+        else:
+            entries.append({**entry, "name": var, "valueFrom": None})
+    return _container_patch(original.container, entries)
+
+
+def annotation_patch(original: Original | None) -> Obj:
+    return {"metadata": {"annotations": {
+        ORIGINAL_ENV_ANNOTATION: original.to_json() if original is not None else None}}}
+
+
+# --- reading Deployments and pods -----------------------------------------------------------
+
+def find_container(deployment: Obj, name: str) -> Obj:
+    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get(
+        "containers") or []
+    for c in containers:
+        if c.get("name") == name:
+            return dict(c)
+    names = ", ".join(str(c.get("name")) for c in containers) or "none"
+    raise TargetError(f"Deployment {_name(deployment)} has no container {name!r} "
+                      f"(containers: {names}); fix target.kubernetes.container")
+
+
+def env_entries(container: Obj) -> dict[str, Obj]:
+    return {str(e.get("name")): dict(e) for e in container.get("env") or []}
+
+
+def pod_container(pod: Obj, name: str) -> Obj:
+    for c in pod.get("spec", {}).get("containers") or []:
+        if c.get("name") == name:
+            return dict(c)
+    return {}
+
+
+def container_status(pod: Obj, name: str) -> Obj:
+    for s in pod.get("status", {}).get("containerStatuses") or []:
+        if s.get("name") == name:
+            return dict(s)
+    return {}
+
+
+def _ready(pod: Obj) -> bool:
+    if pod.get("status", {}).get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in pod.get("status", {}).get("conditions") or [])
+
+
+def _terminating(pod: Obj) -> bool:
+    return bool(pod.get("metadata", {}).get("deletionTimestamp"))
+
+
+def cpu_cores(quantity: object) -> float | None:
+    """A Kubernetes CPU quantity ("500m", "2", 1.5) in cores."""
+    if quantity is None:
+        return None
+    text = str(quantity).strip()
+    try:
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+
+
+def gomaxprocs_note(cpu_limit: object, gomaxprocs: str | None) -> str:
+    """What GOMAXPROCS the service gets when the variable is unset (the baseline)."""
+    if gomaxprocs is not None:
+        return f"GOMAXPROCS={gomaxprocs} is set in the Deployment: the runtime uses it"
+    cores = cpu_cores(cpu_limit)
+    if cores is None:
+        return ("GOMAXPROCS unset and no CPU limit: the Go runtime uses the node's CPU count")
+    return (f"GOMAXPROCS unset: Go >= 1.25 uses the CPU limit ({cores:g}), "
+            f"max(2, ceil) = {max(2, math.ceil(cores))}, re-checked every second; older Go uses "
+            "the node's CPU count, or with automaxprocs max(1, floor) = "
+            f"{max(1, math.floor(cores))}")
+
+
+def rollout_state(deployment: Obj, generation: int) -> str | None:
+    """None once the rollout of ``generation`` is complete, else what it is waiting for.
+
+    Mirrors ``kubectl rollout status``; a Deployment past its progress deadline raises.
+    """
+    status = deployment.get("status") or {}
+    replicas = int(deployment.get("spec", {}).get("replicas", 1))
+    if int(status.get("observedGeneration", 0)) < generation:
+        return f"generation {generation} not yet observed by the controller"
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            raise TargetError(f"the rollout of Deployment {_name(deployment)} exceeded its "
+                              f"progress deadline: {cond.get('message', '')}")
+    updated = int(status.get("updatedReplicas", 0))
+    total = int(status.get("replicas", 0))
+    available = int(status.get("availableReplicas", 0))
+    if updated < replicas:
+        return f"{updated} of {replicas} replicas updated"
+    if total > updated:
+        return f"{total - updated} old replicas pending termination"
+    if available < updated:
+        return f"{available} of {updated} updated replicas available"
+    return None
+
+
+def pods_state(pods: Mapping[str, Obj], replicas: int) -> str | None:
+    """None once exactly ``replicas`` pods run, all ready, and no old pod is left."""
+    terminating = sorted(n for n, p in pods.items() if _terminating(p))
+    if terminating:
+        return f"old pods still terminating: {', '.join(terminating)}"
+    if len(pods) != replicas:
+        return f"{len(pods)} pods where {replicas} are expected"
+    unready = sorted(n for n, p in pods.items() if not _ready(p))
+    if unready:
+        return f"pods not ready: {', '.join(unready)}"
+    return None
+
+
+# --- the target -----------------------------------------------------------------------------
+
+class KubernetesTarget:
+    """The Target protocol for ``target.kubernetes``."""
+
+    def __init__(self, spec: models.KubernetesTarget, kube: Kube, clock: Clock, *,
+                 variables: Sequence[str], study: str, state_dir: Path | None = None) -> None:
+        self.spec, self.kube, self.clock = spec, kube, clock
+        self.variables, self.study = list(variables), study
+        self.state_file = (state_dir / f"original-env.{spec.namespace}.{spec.deployment}.json"
+                           if state_dir is not None else None)
+        self._original: Original | None = None
+
+    @property
+    def where(self) -> str:
+        return f"Deployment {self.spec.namespace}/{self.spec.deployment}"
+
+    # --- Target protocol ----------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        with reraise_as(TargetError):
+            dep = self._deployment()
+        c = find_container(dep, self.spec.container)
+        resources = c.get("resources") or {}
+        env = env_entries(c)
+        limit = (resources.get("limits") or {}).get("cpu")
+        return {
+            "kind": "kubernetes",
+            "namespace": self.spec.namespace,
+            "deployment": self.spec.deployment,
+            "container": self.spec.container,
+            "replicas": int(dep.get("spec", {}).get("replicas", 1)),
+            "image": c.get("image"),
+            "cpu_limit": None if limit is None else str(limit),
+            "cpu_request": _str_or_none((resources.get("requests") or {}).get("cpu")),
+            "env": {v: _shown(env.get(v)) for v in self.variables},
+            "gomaxprocs_default": gomaxprocs_note(limit, _value(env.get("GOMAXPROCS"))),
+            "on_finish": self.spec.on_finish,
+        }
+
+    def apply(self, env: Env) -> Live:
+        unknown = sorted(set(env) - set(self.variables))
+        if unknown:
+            raise TargetError(f"not a parameter's variable: {', '.join(unknown)}")
+        with reraise_as(TargetError):
+            dep = self._deployment()
+            find_container(dep, self.spec.container)
+            self._save_original(dep)
+            patched = self.kube.patch_deployment(
+                self.spec.namespace, self.spec.deployment, env_patch(self.spec.container, env))
+            try:
+                pods = self._await_rollout(patched, self.spec.rollout_timeout)
+            except TargetError as e:
+                raise TargetError(f"{e}; {self._roll_back()}") from None
+            self._verify_env(pods, env)
+            return self._live(patched, pods, env)
+
+    def check(self, live: Live) -> None:
+        with reraise_as(TargetError):
+            items, _ = self.kube.list(self._pods(live.placement.get("selector")))
+        before = {p["name"]: p for p in live.details.get("pods", [])}
+        now = {str(p["metadata"]["name"]): p for p in items if not _terminating(p)}
+        changes = [f"pod {n} is gone" for n in sorted(before.keys() - now.keys())]
+        changes += [f"new pod {n}" for n in sorted(now.keys() - before.keys())]
+        for name in sorted(before.keys() & now.keys()):
+            status = container_status(now[name], self.spec.container)
+            old = before[name]
+            if (status.get("containerID"), status.get("restartCount", 0)) != (
+                    old["containerID"], old["restartCount"]):
+                changes.append(f"container {self.spec.container} of pod {name} restarted "
+                               f"(restartCount {old['restartCount']} -> "
+                               f"{status.get('restartCount', 0)})")
+        if changes:
+            raise TargetError(f"{self.where} changed during the measurement ("
+                              f"{'; '.join(changes)}): the stress may have stopped, so the "
+                              "window is discarded")
+
+    def restore(self, best: Env | None = None) -> None:
+        """Put the original env back, unless ``on_finish`` says to leave the last candidate or
+        to keep ``best`` (the study's best feasible candidate); without a best, the original
+        comes back, the safe default.
+        """
+        if self._original is None:
+            return
+        if best is not None and self.spec.on_finish == "best":
+            self.finish_with(best)
+            return
+        with reraise_as(TargetError):
+            if self.spec.on_finish == "leave":
+                self._forget(keep_file=True)
+                log.info("%s: left with the last candidate's env (on_finish: leave); the "
+                         "original is in %s", self.where, self.state_file)
+                return
+            self._put_back(self._original)
+            self._forget()
+
+    def finish_with(self, env: Env) -> Live:
+        """Apply ``env`` as the study's choice and keep it: a later ``restore()`` does nothing."""
+        live = self.apply(env)
+        with reraise_as(TargetError):
+            self._forget()
+        return live
+
+    def cleanup(self) -> list[str]:
+        """Restore the Deployment if a run that did not finish left its original env on it."""
+        with reraise_as(TargetError):
+            dep = self._deployment()
+            original = Original.of(dep)
+            if original is None:
+                return []
+            self._put_back(original)
+            self._forget()
+        return [f"{self.where}: restored the original env of {', '.join(original.env)} "
+                f"saved by an unfinished run of study {original.study!r} at {original.saved_at}"]
+
+    def noise_probe(self) -> NoiseProbe | None:
+        return None  # other tenants' CPU on the node is not observable from here
+
+    # --- for validation -----------------------------------------------------------------
+
+    def dry_run(self, env: Env) -> None:
+        """Let the API server (and its admission webhooks) judge the patch; change nothing."""
+        with reraise_as(TargetError):
+            self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
+                                       env_patch(self.spec.container, env), dry_run=True)
+
+    def current(self) -> Live:
+        """The pods running now, as a Live, without changing anything (to try the queries)."""
+        with reraise_as(TargetError):
+            dep = self._deployment()
+            items, _ = self.kube.list(self._pods(self._selector(dep)))
+        pods = {str(p["metadata"]["name"]): p for p in items if not _terminating(p)}
+        if not pods:
+            raise TargetError(f"{self.where} has no running pod")
+        env = env_entries(find_container(dep, self.spec.container))
+        return self._live(dep, pods, {v: _value(env.get(v)) for v in self.variables})
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _deployment(self) -> Obj:
+        dep = self.kube.get(DEPLOYMENTS, self.spec.namespace, self.spec.deployment)
+        if dep is None:
+            raise TargetError(f"{self.where} not found; check target.kubernetes.namespace, "
+                              ".deployment and the kube context")
+        return dep
+
+    @staticmethod
+    def _selector(dep: Obj) -> str:
+        selector = dep.get("spec", {}).get("selector") or {}
+        return selector_of(selector.get("matchLabels") or {}, selector.get("matchExpressions"))
+
+    def _pods(self, selector: str | None) -> Selection:
+        return Selection(PODS, self.spec.namespace, labels=selector)
+
+    def _save_original(self, dep: Obj) -> None:
+        """Record the original env before the first change (or adopt a dead run's record)."""
+        if self._original is not None:
+            return
+        current = env_entries(find_container(dep, self.spec.container))
+        found = Original.of(dep)
+        if found is not None:
+            log.warning("%s carries the original env saved by an unfinished run of study %r "
+                        "(%s): keeping that as the original", self.where, found.study,
+                        found.saved_at)
+        fresh = {v: current.get(v) for v in self.variables}
+        original = Original(
+            container=found.container if found else self.spec.container,
+            env={**fresh, **(found.env if found else {})},
+            study=found.study if found else self.study,
+            saved_at=found.saved_at if found else _iso(self.clock.now()))
+        if found is None or original.env != found.env:
+            self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
+                                       annotation_patch(original))
+        self._original = original
+        self._write_file(original)
+
+    def _write_file(self, original: Original) -> None:
+        if self.state_file is None:
+            return
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"deployment": self.where, **json.loads(original.to_json())},
+                                  indent=1, sort_keys=True))
+        os.replace(tmp, self.state_file)
+
+    def _forget(self, keep_file: bool = False) -> None:
+        """Drop the saved original: from the Deployment, from disk and from memory."""
+        self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
+                                   annotation_patch(None))
+        if self.state_file is not None and not keep_file:
+            self.state_file.unlink(missing_ok=True)
+        self._original = None
+
+    def _put_back(self, original: Original) -> None:
+        patched = self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
+                                             restore_patch(original))
+        self._await_rollout(patched, self.spec.rollout_timeout)
+
+    def _roll_back(self) -> str:
+        """After a failed rollout: re-apply the original env without waiting for it."""
+        if self._original is None:
+            return "nothing to roll back"
+        try:
+            self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
+                                       restore_patch(self._original))
+        except ApiError as e:
+            return f"re-applying the original env failed too: {e}"
+        return "re-applied the original env (its rollout continues in the background)"
+
+    def _await_rollout(self, dep: Obj, timeout: float) -> dict[str, Obj]:
+        """Wait for the rollout of ``dep``'s generation and for its pods to settle."""
+        generation = int(dep.get("metadata", {}).get("generation", 0))
+        replicas = int(dep.get("spec", {}).get("replicas", 1))
+        if replicas < 1:
+            raise TargetError(f"{self.where} has 0 replicas: there is nothing to measure")
+        deadline = self.clock.monotonic() + timeout
+        waiting = ["no status yet"]
+
+        def rolled_out(state: dict[str, Obj]) -> Obj | None:
+            current = state.get(self.spec.deployment)
+            if current is None:
+                waiting[0] = "the Deployment is gone"
+                return None
+            reason = rollout_state(current, generation)
+            waiting[0] = reason or ""
+            return current if reason is None else None
+
+        done = self.kube.wait(one(DEPLOYMENTS, self.spec.namespace, self.spec.deployment),
+                              rolled_out, timeout)
+        if done is None:
+            raise TargetError(f"the rollout of {self.where} did not complete within "
+                              f"{timeout:g}s ({waiting[0]})")
+
+        replicas = int(done.get("spec", {}).get("replicas", 1))  # an autoscaler may have moved it
+
+        def settled(state: dict[str, Obj]) -> dict[str, Obj] | None:
+            reason = pods_state(state, replicas)
+            waiting[0] = reason or ""
+            return dict(state) if reason is None else None
+
+        remaining = max(0.0, deadline - self.clock.monotonic())
+        pods = self.kube.wait(self._pods(self._selector(done)), settled, remaining)
+        if pods is None:
+            raise TargetError(f"the rollout of {self.where} did not complete within "
+                              f"{timeout:g}s ({waiting[0]})")
+        return pods
+
+    def _verify_env(self, pods: Mapping[str, Obj], env: Env) -> None:
+        wrong = []
+        for name, pod in sorted(pods.items()):
+            seen = env_entries(pod_container(pod, self.spec.container))
+            for var, value in env.items():
+                entry = seen.get(var)
+                actual = _value(entry) if entry is not None else None
+                if (entry is None) != (value is None) or actual != value:
+                    wrong.append(f"{name}: {var}={_shown(entry)} (want "
+                                 f"{'unset' if value is None else value})")
+        if wrong:
+            raise TargetError(f"the pods of {self.where} do not run the candidate env "
+                              f"({'; '.join(wrong)}); a mutating webhook or another controller "
+                              "may be rewriting it")
+
+    def _live(self, dep: Obj, pods: Mapping[str, Obj], env: Env) -> Live:
+        names = sorted(pods)
+        selector = dep.get("spec", {}).get("selector") or {}
+        container = find_container(dep, self.spec.container)
+        cpu_limit = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
+        details_pods = []
+        for name in names:
+            status = container_status(pods[name], self.spec.container)
+            details_pods.append({"name": name, "containerID": status.get("containerID"),
+                                 "restartCount": int(status.get("restartCount", 0)),
+                                 "node": pods[name].get("spec", {}).get("nodeName")})
+        return Live(
+            env=dict(env),
+            since=self.clock.now(),
+            scope=(Matcher("namespace", self.spec.namespace),
+                   Matcher("pod", any_of(names), regex=True)),
+            placement={"namespace": self.spec.namespace,
+                       "pod_labels": dict(selector.get("matchLabels") or {}),
+                       "pod_expressions": list(selector.get("matchExpressions") or []),
+                       "selector": self._selector(dep),
+                       "pods": names, "container": self.spec.container},
+            details={"namespace": self.spec.namespace, "deployment": self.spec.deployment,
+                     "container": self.spec.container,
+                     "generation": int(dep.get("metadata", {}).get("generation", 0)),
+                     "cpu_limit": _str_or_none(cpu_limit),
+                     "gomaxprocs_default": gomaxprocs_note(cpu_limit, env.get("GOMAXPROCS")),
+                     "pods": details_pods},
+        )
+
+
+def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,
+                      timeout: float = 300.0) -> str | None:
+    """Undo a run that left its original env on ``deployment`` (for namespace cleanup)."""
+    original = Original.of(deployment)
+    if original is None:
+        return None
+    meta = deployment.get("metadata", {})
+    spec = models.KubernetesTarget(namespace=str(meta.get("namespace")),
+                                   deployment=str(meta.get("name")),
+                                   container=original.container, rollout_timeout=timeout)
+    return "; ".join(KubernetesTarget(spec, kube, clock, variables=list(original.env),
+                                      study=original.study).cleanup()) or None
+
+
+def _value(entry: Obj | None) -> str | None:
+    if entry is None or "value" not in entry:
+        return None
+    return str(entry["value"])
+
+
+def _shown(entry: Obj | None) -> str | None:
+    """An env entry for reports: its value, or where it comes from (never a secret's value)."""
+    if entry is None:
+        return None
+    if "valueFrom" in entry and entry["valueFrom"] is not None:
+        return f"<from {', '.join(sorted(entry['valueFrom']))}>"
+    return _value(entry)
+
+
+def _str_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -1,0 +1,901 @@
+"""A stateful fake Kubernetes API server, reached over HTTP by the real ``kubernetes`` client.
+
+Why not kmock (PyPI, by kopf's author)? It is asyncio/aiohttp-only, its emulator merges patches
+as plain dicts (no strategic merge by name), has no label/field selectors, reports a constant
+resourceVersion, ignores ``timeoutSeconds`` and never answers 410. Those are exactly the
+behaviours autotune depends on, so this is a small stdlib ``ThreadingHTTPServer`` instead.
+
+What it serves (namespaced paths of the real API):
+
+- ``deployments`` (apps/v1): get, list, watch, strategic-merge / JSON-merge patch (containers and
+  env merge by name, ``$patch: delete``, null deletes a key), ``dryRun=All``; ``generation``
+  bumps on a spec change and a simulated controller rolls out: new pods (new names and
+  containerIDs, env copied from the template) while the old ones terminate, then are gone.
+  ``rollout = "never"`` leaves every rollout stuck; ``stuck_when(env)`` only some (a candidate
+  whose pods crash-loop).
+- ``pods`` and ``events`` (v1): list and watch with label and field selectors.
+- ``stresschaos`` (chaos-mesh.org/v1alpha1): create (validated against the CRD's schema; unknown
+  fields are 400 with ``fieldValidation=Strict`` and silently pruned otherwise), get, list,
+  watch, delete; a simulated Chaos Mesh selects pods by the selector, adds the
+  ``chaos-mesh/records`` finalizer, sets records Injected and ``instances[id].uid``; on delete
+  the records go "Not Injected" and then the finalizer and the object go. ``chaos`` can be
+  ``"select-nothing"`` (Warning event ``Failed``, no records), ``"never-inject"`` or
+  ``"stuck-deleting"``; ``webhook_denial`` makes the admission webhook refuse creation.
+- discovery of chaos-mesh.org/v1alpha1 and the CRD itself (``crd_installed``),
+  SelfSubjectAccessReview (``denied`` holds (verb, resource) pairs, also enforced on requests),
+  and injected failures (``fail(...)``: any status, or a delay).
+
+Watches behave like the real ones: every object and list carries a resourceVersion (one global
+counter), ``?watch=1`` streams JSON lines over chunked encoding, ``timeoutSeconds`` closes the
+stream (after a BOOKMARK), and a resourceVersion older than the retained history gets an
+ERROR event with code 410.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import heapq
+import itertools
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jsonschema
+
+from autotune.chaos.chaos_mesh import crd, tighten
+
+Obj = dict[str, Any]
+
+RESOURCES: dict[str, tuple[str, str, str]] = {
+    "deployments": ("apps", "v1", "Deployment"),
+    "pods": ("", "v1", "Pod"),
+    "events": ("", "v1", "Event"),
+    "stresschaos": ("chaos-mesh.org", "v1alpha1", "StressChaos"),
+}
+USER = "system:serviceaccount:autotune:autotune"
+FINALIZER = "chaos-mesh/records"
+MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "volumes": "name",
+              "volumeMounts": "mountPath", "ports": "containerPort"}
+
+
+class HttpError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+@dataclass
+class Failure:
+    method: str
+    path: str
+    status: int | None
+    times: int
+    message: str
+    delay: float
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+
+
+@dataclass
+class Injected:
+    """What the simulated Chaos Mesh really did: stress on these pods from start to end."""
+
+    name: str
+    pods: list[str]
+    workers: int
+    start: float
+    end: float | None = None
+
+
+@dataclass
+class FakeCluster:
+    delay: float = 0.02
+    rollout: str = "normal"
+    stuck_when: Callable[[dict[str, str | None]], bool] | None = None
+    """A rollout to a template whose first container has such an env never completes (the
+    candidate's pods crash-loop); restoring another env rolls out normally."""
+    chaos: str = "inject"
+    crd_installed: bool = True
+    webhook_denial: str | None = None
+    denied: set[tuple[str, str]] = field(default_factory=set)
+    requests: list[Request] = field(default_factory=list)
+    created_chaos: list[Obj] = field(default_factory=list)
+    injected: list[Injected] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cond = threading.Condition(threading.RLock())
+        self.rv = 1000
+        self.oldest_rv = 0
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.history: list[tuple[int, str, str, Obj]] = []
+        self.failures: list[Failure] = []
+        self.expire_next_watch = False
+        self.stopping = False
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._server: ThreadingHTTPServer | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        server.daemon_threads = True
+        server.cluster = self  # type: ignore[attr-defined]
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True,
+                         name="fake-api").start()
+        threading.Thread(target=self._run_timers, daemon=True, name="fake-controllers").start()
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def kubeconfig(self, url: str) -> str:
+        return json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": url}}],
+            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}},
+                         {"name": "other", "context": {"cluster": "fake", "user": "fake"}}],
+        })
+
+    # --- knobs for tests ----------------------------------------------------------------
+
+    def fail(self, method: str, path: str, status: int | None, *, times: int = 1,
+             message: str = "injected failure", delay: float = 0.0) -> None:
+        """The next ``times`` requests whose path contains ``path`` fail (or are slow)."""
+        with self.cond:
+            self.failures.append(Failure(method.upper(), path, status, times, message, delay))
+
+    def expire_history(self) -> None:
+        """Forget the event history: a watch from an older resourceVersion gets 410 Gone."""
+        with self.cond:
+            self.oldest_rv = self.rv
+            self.history.clear()
+            self.expire_next_watch = True
+
+    # --- seeding and inspecting state ---------------------------------------------------
+
+    def add_deployment(self, namespace: str, name: str, *, container: str = "api",
+                       env: list[Obj] | None = None, replicas: int = 2,
+                       cpu_limit: str = "1", image: str = "example/api:1.0") -> Obj:
+        labels = {"app": name}
+        containers = [{"name": container, "image": image, "env": list(env or []),
+                       "resources": {"limits": {"cpu": cpu_limit}, "requests": {"cpu": "500m"}}},
+                      {"name": "sidecar", "image": "example/proxy:1.0"}]
+        return self.add_manifest({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": containers}}}})
+
+    def add_manifest(self, manifest: Obj) -> Obj:
+        """A Deployment as ``kubectl apply`` would create it, rolled out, its pods running."""
+        dep = copy.deepcopy(manifest)
+        dep["metadata"].update(generation=1)
+        dep["metadata"].setdefault("annotations", {})
+        dep["spec"].setdefault("replicas", 1)
+        dep["status"] = {}
+        replicas = int(dep["spec"]["replicas"])
+        with self.cond:
+            self._store("deployments", dep, "ADDED")
+            for _ in range(replicas):
+                self._store("pods", self._new_pod(dep), "ADDED")
+            self._finish_status(dep, replicas, replicas)
+            return copy.deepcopy(dep)
+
+    def get(self, plural: str, namespace: str, name: str) -> Obj | None:
+        with self.cond:
+            obj = self.objects.get((plural, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def items(self, plural: str, namespace: str | None = None) -> list[Obj]:
+        with self.cond:
+            return [copy.deepcopy(o) for (p, ns, _), o in sorted(self.objects.items())
+                    if p == plural and (namespace is None or ns == namespace)]
+
+    def pods_of(self, namespace: str, deployment: str, *, terminating: bool = False) -> list[Obj]:
+        dep = self.get("deployments", namespace, deployment)
+        wanted = dep["spec"]["selector"]["matchLabels"] if dep else {"app": deployment}
+        return [p for p in self.items("pods", namespace)
+                if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+                and (terminating or not p["metadata"].get("deletionTimestamp"))]
+
+    def restart_pod(self, namespace: str, name: str) -> None:
+        """The container restarts: new containerID, restartCount + 1 (the stress is gone)."""
+        with self.cond:
+            pod = self.objects[("pods", namespace, name)]
+            for s in pod["status"]["containerStatuses"]:
+                s["restartCount"] += 1
+                s["containerID"] = _container_id()
+            self._store("pods", pod, "MODIFIED")
+
+    def add_pod(self, namespace: str, name: str, labels: dict[str, str]) -> None:
+        """A pod no Deployment owns (e.g. started by hand with the same labels)."""
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": namespace, "labels": labels},
+               "spec": {"containers": [{"name": "api", "image": "example/api:1.0"}]},
+               "status": {"phase": "Running",
+                          "conditions": [{"type": "Ready", "status": "True"}],
+                          "containerStatuses": [{"name": "api", "containerID": _container_id(),
+                                                 "restartCount": 0, "ready": True}]}}
+        with self.cond:
+            self._store("pods", pod, "ADDED")
+
+    # --- the store ----------------------------------------------------------------------
+
+    def _store(self, plural: str, obj: Obj, event: str) -> Obj:
+        """Persist (or, for DELETED, remove) an object with a new resourceVersion and tell
+        the watchers. Caller holds the lock."""
+        meta = obj.setdefault("metadata", {})
+        self.rv += 1
+        meta["resourceVersion"] = str(self.rv)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", _now())
+        key = (plural, meta["namespace"], meta["name"])
+        if event == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = obj
+        self.history.append((self.rv, event, plural, copy.deepcopy(obj)))
+        self.cond.notify_all()
+        return obj
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        with self.cond:
+            heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), action))
+            self.cond.notify_all()
+
+    def _run_timers(self) -> None:
+        with self.cond:
+            while not self.stopping:
+                if not self._timers:
+                    self.cond.wait(0.5)
+                    continue
+                due, _, action = self._timers[0]
+                if due > time.monotonic():
+                    self.cond.wait(due - time.monotonic())
+                    continue
+                heapq.heappop(self._timers)
+                action()
+
+    # --- HTTP ---------------------------------------------------------------------------
+
+    def handle(self, h: _Handler, method: str) -> None:
+        url = urlsplit(h.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        self.requests.append(Request(method, url.path, query, body,
+                                     h.headers.get("Content-Type", "")))
+        try:
+            self._maybe_fail(method, url.path)
+            if method == "GET" and query.get("watch") in ("1", "true"):
+                self._watch(h, url.path, query)
+                return
+            code, payload = self._route(method, url.path, query, body, h.headers)
+        except HttpError as e:
+            code, payload = e.code, _status(e.code, e.reason, e.message)
+        except Exception as e:  # a bug in the fake: answer like a broken server would
+            code, payload = 500, _status(500, "InternalError", f"fake: {type(e).__name__}: {e}")
+        h.send_json(code, payload)
+
+    def _maybe_fail(self, method: str, path: str) -> None:
+        with self.cond:
+            failure = next((f for f in self.failures if f.times > 0 and f.method == method
+                            and f.path in path), None)
+            if failure is not None:
+                failure.times -= 1
+        if failure is None:
+            return
+        if failure.delay:
+            time.sleep(failure.delay)
+        if failure.status is not None:
+            reason = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+                      410: "Gone", 429: "TooManyRequests"}.get(failure.status, "InternalError")
+            raise HttpError(failure.status, reason, failure.message)
+
+    def _route(self, method: str, path: str, query: dict[str, str], body: Any,
+               headers: Any) -> tuple[int, Obj]:
+        if path == "/apis/chaos-mesh.org/v1alpha1":
+            return self._discovery()
+        if path.startswith("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"):
+            if not self.crd_installed or not path.endswith("/stresschaos.chaos-mesh.org"):
+                raise HttpError(404, "NotFound", "customresourcedefinitions.apiextensions.k8s.io "
+                                f"\"{path.rsplit('/', 1)[1]}\" not found")
+            return 200, crd()
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
+            return self._access_review(body)
+        plural, namespace, name = _parse_path(path)
+        verb = {"GET": "get" if name else "list", "POST": "create", "PATCH": "patch",
+                "DELETE": "delete"}[method]
+        self._authorize(verb, plural, namespace, name)
+        if method == "GET":
+            return (200, self._get(plural, namespace, name) if name
+                    else self._list(plural, namespace, query))
+        if method == "POST":
+            return self._create(plural, namespace, body, query)
+        if name is None:
+            raise HttpError(405, "MethodNotAllowed", f"{method} needs an object name")
+        if method == "PATCH":
+            return 200, self._patch(plural, namespace, name, body, query,
+                                    headers.get("Content-Type", ""))
+        return 200, self._delete(plural, namespace, name)
+
+    def _discovery(self) -> tuple[int, Obj]:
+        if not self.crd_installed:
+            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+        return 200, {"kind": "APIResourceList", "apiVersion": "v1",
+                     "groupVersion": "chaos-mesh.org/v1alpha1",
+                     "resources": [{"name": "stresschaos", "singularName": "stresschaos",
+                                    "namespaced": True, "kind": "StressChaos",
+                                    "verbs": ["create", "delete", "get", "list", "patch",
+                                              "update", "watch"]}]}
+
+    def _access_review(self, body: Obj) -> tuple[int, Obj]:
+        if ("create", "selfsubjectaccessreviews") in self.denied:
+            raise HttpError(403, "Forbidden", f'selfsubjectaccessreviews.authorization.k8s.io is '
+                            f'forbidden: User "{USER}" cannot create resource '
+                            '"selfsubjectaccessreviews"')
+        attrs = body["spec"]["resourceAttributes"]
+        allowed = (attrs["verb"], attrs["resource"]) not in self.denied
+        body["status"] = {"allowed": allowed, "reason": "" if allowed else "no RBAC rule"}
+        return 201, body
+
+    def _authorize(self, verb: str, plural: str, namespace: str, name: str | None) -> None:
+        if (verb, plural) in self.denied:
+            group = RESOURCES[plural][0]
+            what = f'{plural}.{group}' if group else plural
+            target = f' "{name}"' if name else ""
+            raise HttpError(403, "Forbidden",
+                            f'{what}{target} is forbidden: User "{USER}" cannot {verb} resource '
+                            f'"{plural}" in API group "{group}" in the namespace "{namespace}"')
+        if plural == "stresschaos" and not self.crd_installed:
+            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+
+    # --- verbs --------------------------------------------------------------------------
+
+    def _get(self, plural: str, namespace: str, name: str) -> Obj:
+        obj = self.get(plural, namespace, name)
+        if obj is None:
+            raise HttpError(404, "NotFound", f'{_resource(plural)} "{name}" not found')
+        return obj
+
+    def _list(self, plural: str, namespace: str, query: dict[str, str]) -> Obj:
+        with self.cond:
+            items = [o for o in self.items(plural, namespace) if _selected(o, query)]
+            version = str(self.rv)
+        group, api_version, kind = RESOURCES[plural]
+        return {"apiVersion": f"{group}/{api_version}" if group else api_version,
+                "kind": f"{kind}List", "metadata": {"resourceVersion": version}, "items": items}
+
+    def _create(self, plural: str, namespace: str, body: Obj,
+                query: dict[str, str]) -> tuple[int, Obj]:
+        if plural != "stresschaos":
+            raise HttpError(405, "MethodNotAllowed", f"the fake does not create {plural}")
+        name = body.get("metadata", {}).get("name", "")
+        if self.webhook_denial is not None:
+            raise HttpError(403, "Forbidden", 'admission webhook "vauth.kb.io" denied the '
+                            f"request: {self.webhook_denial}")
+        body = self._admit_chaos(body, strict=query.get("fieldValidation") == "Strict")
+        body["metadata"]["namespace"] = namespace
+        with self.cond:
+            if ("stresschaos", namespace, name) in self.objects:
+                raise HttpError(409, "AlreadyExists",
+                                f'{_resource(plural)} "{name}" already exists')
+            if query.get("dryRun") == "All":
+                return 201, body
+            body["metadata"]["generation"] = 1
+            self.created_chaos.append(copy.deepcopy(body))
+            stored = self._store("stresschaos", body, "ADDED")
+            self._later(self.delay, lambda: self._chaos_select(namespace, name))
+            return 201, copy.deepcopy(stored)
+
+    def _admit_chaos(self, body: Obj, strict: bool) -> Obj:
+        name = body.get("metadata", {}).get("name", "")
+        schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        unknown = [e for e in jsonschema.Draft7Validator(tighten(schema)).iter_errors(body)
+                   if e.validator == "additionalProperties"]
+        if unknown and strict:
+            fields = [f'unknown field "{".".join(map(str, e.path))}"' for e in unknown]
+            raise HttpError(400, "BadRequest", f'StressChaos in version "v1alpha1" cannot be '
+                            f'handled as a StressChaos: strict decoding error: {", ".join(fields)}')
+        body = _prune(copy.deepcopy(body), schema)
+        invalid = list(jsonschema.Draft7Validator(schema).iter_errors(body))
+        if invalid:
+            details = "; ".join(f"{'.'.join(map(str, e.path))}: {e.message}" for e in invalid)
+            raise HttpError(422, "Invalid", f'StressChaos.chaos-mesh.org "{name}" is invalid: '
+                            f"{details}")
+        return body
+
+    def _patch(self, plural: str, namespace: str, name: str, patch: Obj, query: dict[str, str],
+               content_type: str) -> Obj:
+        if plural != "deployments":
+            raise HttpError(405, "MethodNotAllowed", f"the fake does not patch {plural}")
+        with self.cond:
+            current = self._get(plural, namespace, name)
+            updated = copy.deepcopy(current)
+            if "strategic-merge-patch" in content_type:
+                _strategic_merge(updated, patch)
+            elif "merge-patch" in content_type:
+                _strategic_merge(updated, _without_directives(patch))
+            else:
+                raise HttpError(415, "UnsupportedMediaType", f"{content_type} not supported")
+            _validate_deployment(updated)
+            changed = updated["spec"] != current["spec"]
+            if changed:
+                updated["metadata"]["generation"] = current["metadata"]["generation"] + 1
+            if query.get("dryRun") == "All":
+                return updated
+            if updated == current:
+                return current
+            stored = self._store("deployments", updated, "MODIFIED")
+            if changed:
+                self._start_rollout(namespace, name, updated["metadata"]["generation"])
+            return copy.deepcopy(stored)
+
+    def _delete(self, plural: str, namespace: str, name: str) -> Obj:
+        if plural != "stresschaos":
+            raise HttpError(405, "MethodNotAllowed", f"the fake does not delete {plural}")
+        with self.cond:
+            obj = self.objects.get((plural, namespace, name))
+            if obj is None:
+                raise HttpError(404, "NotFound", f'{_resource(plural)} "{name}" not found')
+            if not obj["metadata"].get("finalizers"):
+                self._store(plural, obj, "DELETED")
+                return copy.deepcopy(obj)
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj["metadata"]["deletionTimestamp"] = _now()
+                self._store(plural, obj, "MODIFIED")
+            self._later(self.delay, lambda: self._chaos_recover(namespace, name))
+            return copy.deepcopy(obj)
+
+    # --- watch --------------------------------------------------------------------------
+
+    def _watch(self, h: _Handler, path: str, query: dict[str, str]) -> None:
+        plural, namespace, _ = _parse_path(path)
+        self._authorize("watch", plural, namespace, None)
+        timeout = float(query.get("timeoutSeconds") or 5)
+        deadline = time.monotonic() + timeout
+        h.start_stream()
+        try:
+            for event in self._events(plural, namespace, query, deadline):
+                h.write_chunk(json.dumps(event).encode() + b"\n")
+            h.end_stream()
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _events(self, plural: str, namespace: str, query: dict[str, str],
+                deadline: float) -> Iterator[Obj]:
+        since = query.get("resourceVersion") or "0"
+        first: list[Obj] = []
+        with self.cond:
+            if since == "0":
+                first = [{"type": "ADDED", "object": o} for o in self.items(plural, namespace)
+                         if _selected(o, query)]
+                since = str(self.rv)
+            elif int(since) < self.oldest_rv or self.expire_next_watch:
+                self.expire_next_watch = False
+                first = [{"type": "ERROR", "object": _status(
+                    410, "Expired", f"too old resource version: {since} ({self.rv})")}]
+                since = ""
+        yield from first
+        if not since:
+            return
+        last = int(since)
+        while True:
+            with self.cond:
+                pending = [(rv, t, o) for rv, t, p, o in self.history
+                           if rv > last and p == plural
+                           and o["metadata"].get("namespace") == namespace]
+                if not pending:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self.stopping:
+                        group, version, kind = RESOURCES[plural]
+                        yield {"type": "BOOKMARK", "object": {
+                            "kind": kind, "apiVersion": f"{group}/{version}".lstrip("/"),
+                            "metadata": {"resourceVersion": str(self.rv)}}}
+                        return
+                    self.cond.wait(remaining)
+                    continue
+                last = pending[-1][0]
+            for _, kind, obj in pending:
+                if _selected(obj, query):
+                    yield {"type": kind, "object": copy.deepcopy(obj)}
+
+    # --- the Deployment controller ------------------------------------------------------
+
+    def _new_pod(self, dep: Obj) -> Obj:
+        template = copy.deepcopy(dep["spec"]["template"])
+        digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+        pod_hash = digest[:10]
+        name = f"{dep['metadata']['name']}-{pod_hash}-{uuid.uuid4().hex[:5]}"
+        containers = template["spec"]["containers"]
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": dep["metadata"]["namespace"],
+                         "labels": {**template["metadata"]["labels"],
+                                    "pod-template-hash": pod_hash},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": f"{dep['metadata']['name']}-{pod_hash}",
+                                              "controller": True}]},
+            "spec": {**template["spec"], "nodeName": "node-1"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [{"name": c["name"], "containerID": _container_id(),
+                                              "restartCount": 0, "ready": True,
+                                              "image": c.get("image")} for c in containers]},
+        }
+
+    def _finish_status(self, dep: Obj, replicas: int, total: int) -> None:
+        dep["status"] = {"observedGeneration": dep["metadata"]["generation"],
+                         "replicas": total, "updatedReplicas": replicas,
+                         "readyReplicas": replicas, "availableReplicas": min(total, replicas),
+                         "conditions": [{"type": "Available", "status": "True"},
+                                        {"type": "Progressing", "status": "True",
+                                         "reason": "NewReplicaSetAvailable"}]}
+        self._store("deployments", dep, "MODIFIED")
+
+    def _start_rollout(self, namespace: str, name: str, generation: int) -> None:
+        dep = self.objects[("deployments", namespace, name)]
+        env = {e["name"]: e.get("value")
+               for e in dep["spec"]["template"]["spec"]["containers"][0].get("env") or []}
+        if self.rollout == "never" or (self.stuck_when is not None and self.stuck_when(env)):
+            dep["status"] = {**dep.get("status", {}), "observedGeneration": generation,
+                             "updatedReplicas": 0}
+            self._store("deployments", dep, "MODIFIED")
+            return
+        self._later(self.delay, lambda: self._roll(namespace, name, generation))
+
+    def _roll(self, namespace: str, name: str, generation: int) -> None:
+        dep = self.objects.get(("deployments", namespace, name))
+        if dep is None or dep["metadata"]["generation"] != generation:
+            return  # superseded by a newer spec
+        old = self.pods_of(namespace, name)
+        replicas = int(dep["spec"]["replicas"])
+        for pod in old:
+            pod["metadata"]["deletionTimestamp"] = _now()
+            self._store("pods", pod, "MODIFIED")
+        for _ in range(replicas):
+            self._store("pods", self._new_pod(dep), "ADDED")
+        self._finish_status(dep, replicas, replicas + len(old))
+        self._later(self.delay, lambda: self._reap(namespace, name, generation, old))
+
+    def _reap(self, namespace: str, name: str, generation: int, old: list[Obj]) -> None:
+        for pod in old:
+            if ("pods", namespace, pod["metadata"]["name"]) in self.objects:
+                self._store("pods", pod, "DELETED")
+        dep = self.objects.get(("deployments", namespace, name))
+        if dep is not None and dep["metadata"]["generation"] == generation:
+            replicas = int(dep["spec"]["replicas"])
+            self._finish_status(dep, replicas, replicas)
+
+    # --- the Chaos Mesh controller ------------------------------------------------------
+
+    def _event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        meta = obj["metadata"]
+        self._store("events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}",
+                         "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "StressChaos",
+                               "name": meta["name"], "namespace": meta["namespace"],
+                               "uid": meta["uid"]},
+            "reason": reason, "message": message, "type": kind, "count": 1,
+            "source": {"component": "chaos-controller-manager"},
+            "firstTimestamp": _now(), "lastTimestamp": _now()}, "ADDED")
+
+    def _chaos_select(self, namespace: str, name: str) -> None:
+        obj = self.objects.get(("stresschaos", namespace, name))
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        obj["metadata"]["finalizers"] = [FINALIZER]
+        self._event(obj, "Normal", "FinalizerInited", "Finalizer has been inited")
+        pods = [] if self.chaos == "select-nothing" else self._select(obj)
+        if not pods:
+            self._event(obj, "Warning", "Failed",
+                        "Failed to select targets: no pod is selected")
+            obj["status"] = {"experiment": {"desiredPhase": "Run"}}
+            self._store("stresschaos", obj, "MODIFIED")
+            return
+        containers = obj["spec"].get("containerNames") or []
+        records = []
+        for pod in pods:
+            container = containers[0] if containers else pod["spec"]["containers"][0]["name"]
+            records.append({"id": f"{namespace}/{pod['metadata']['name']}/{container}",
+                            "selectorKey": ".", "phase": "Not Injected", "injectedCount": 0,
+                            "recoveredCount": 0, "events": []})
+        obj["status"] = {"experiment": {"desiredPhase": "Run", "containerRecords": records}}
+        self._store("stresschaos", obj, "MODIFIED")
+        if self.chaos == "never-inject":
+            self._event(obj, "Warning", "Failed",
+                        "Failed to apply chaos: rpc error: chaos-daemon unreachable")
+            return
+        self._later(self.delay, lambda: self._chaos_inject(namespace, name))
+
+    def _select(self, obj: Obj) -> list[Obj]:
+        selector = obj["spec"]["selector"]
+        labels = selector.get("labelSelectors") or {}
+        phases = selector.get("podPhaseSelectors") or []
+        chosen = []
+        for ns in selector.get("namespaces") or [obj["metadata"]["namespace"]]:
+            for pod in self.items("pods", ns):
+                pod_labels = pod["metadata"].get("labels") or {}
+                if all(pod_labels.get(k) == v for k, v in labels.items()) and (
+                        not phases or pod["status"]["phase"] in phases):
+                    chosen.append(pod)
+        return chosen
+
+    def _chaos_inject(self, namespace: str, name: str) -> None:
+        obj = self.objects.get(("stresschaos", namespace, name))
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        instances = {}
+        for record in obj["status"]["experiment"]["containerRecords"]:
+            record.update(phase="Injected", injectedCount=1)
+            record["events"].append({"operation": "Apply", "type": "Succeeded",
+                                     "timestamp": _now()})
+            instances[record["id"]] = {"uid": str(10000 + len(self.injected)),
+                                       "startTime": _now()}
+        obj["status"]["instances"] = instances
+        self._event(obj, "Normal", "Applied", "Successfully apply chaos")
+        self._store("stresschaos", obj, "MODIFIED")
+        records = obj["status"]["experiment"]["containerRecords"]
+        pods = sorted(r["id"].split("/")[1] for r in records)
+        self.injected.append(Injected(name, pods, obj["spec"]["stressors"]["cpu"]["workers"],
+                                      time.time()))
+
+    def _chaos_recover(self, namespace: str, name: str) -> None:
+        obj = self.objects.get(("stresschaos", namespace, name))
+        if obj is None or self.chaos == "stuck-deleting":
+            return
+        experiment = (obj.get("status") or {}).get("experiment") or {}
+        for record in experiment.get("containerRecords") or []:
+            if record["phase"] == "Injected":
+                record.update(phase="Not Injected", recoveredCount=1)
+        experiment["desiredPhase"] = "Stop"
+        self._store("stresschaos", obj, "MODIFIED")
+        for entry in self.injected:
+            if entry.name == name and entry.end is None:
+                entry.end = time.time()
+        self._later(self.delay, lambda: self._chaos_release(namespace, name))
+
+    def _chaos_release(self, namespace: str, name: str) -> None:
+        obj = self.objects.get(("stresschaos", namespace, name))
+        if obj is None:
+            return
+        obj["metadata"]["finalizers"] = []
+        self._store("stresschaos", obj, "DELETED")
+
+
+# --- HTTP plumbing ------------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one response = several writes: no 40 ms delayed-ACK stalls
+    server: ThreadingHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def _dispatch(self, method: str) -> None:
+        self.server.cluster.handle(self, method)  # type: ignore[attr-defined]
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def send_json(self, code: int, payload: Obj) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+_PATH = re.compile(r"^/apis?/(?:(?P<group>[^/]+)/)?(?P<version>v[^/]+)/namespaces/(?P<ns>[^/]+)/"
+                   r"(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
+
+
+def _parse_path(path: str) -> tuple[str, str, str | None]:
+    match = _PATH.match(path)
+    if match is None or match["plural"] not in RESOURCES:
+        raise HttpError(404, "NotFound", "the server could not find the requested resource")
+    group, version, _ = RESOURCES[match["plural"]]
+    if path.startswith("/api/") != (group == "") or match["version"] != version:
+        raise HttpError(404, "NotFound", "the server could not find the requested resource")
+    return match["plural"], match["ns"], match["name"]
+
+
+def _resource(plural: str) -> str:
+    group = RESOURCES[plural][0]
+    return f"{plural}.{group}" if group else plural
+
+
+def _status(code: int, reason: str, message: str) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _container_id() -> str:
+    return "containerd://" + uuid.uuid4().hex + uuid.uuid4().hex
+
+
+def _field(obj: Obj, path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _split_terms(selector: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for ch in selector:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            terms.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        terms.append(current.strip())
+    return terms
+
+
+def label_matches(labels: dict[str, str], selector: str) -> bool:
+    for term in _split_terms(selector):
+        if m := re.match(r"^(\S+)\s+(in|notin)\s+\((.*)\)$", term):
+            key, op, values = m[1], m[2], {v.strip() for v in m[3].split(",")}
+            if (op == "in") != (labels.get(key) in values):
+                return False
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = re.split(r"==?", term, maxsplit=1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def field_matches(obj: Obj, selector: str) -> bool:
+    for term in _split_terms(selector):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if _field(obj, key.strip()) == value.strip():
+                return False
+        else:
+            key, value = re.split(r"==?", term, maxsplit=1)
+            if _field(obj, key.strip()) != value.strip():
+                return False
+    return True
+
+
+def _selected(obj: Obj, query: dict[str, str]) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return (label_matches(labels, query.get("labelSelector", ""))
+            and field_matches(obj, query.get("fieldSelector", "")))
+
+
+def _strategic_merge(target: Obj, patch: Obj) -> None:
+    for key, value in patch.items():
+        if key.startswith("$"):
+            continue
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _strategic_merge(target[key], value)
+        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(target.get(key), list):
+            _merge_list(target[key], value, MERGE_KEYS[key])
+        elif isinstance(value, list) and key in MERGE_KEYS:
+            target[key] = []
+            _merge_list(target[key], value, MERGE_KEYS[key])
+        else:
+            target[key] = _without_directives(copy.deepcopy(value))
+
+
+def _merge_list(items: list[Obj], patch: list[Obj], key: str) -> None:
+    for element in patch:
+        if element.get("$patch") == "delete":
+            items[:] = [i for i in items if i.get(key) != element.get(key)]
+            continue
+        existing = next((i for i in items if i.get(key) == element.get(key)), None)
+        if existing is None:
+            items.append(_without_directives(
+                {k: v for k, v in copy.deepcopy(element).items() if v is not None}))
+        else:
+            _strategic_merge(existing, element)
+
+
+def _without_directives(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_directives(v) for k, v in value.items() if not k.startswith("$")}
+    if isinstance(value, list):
+        return [_without_directives(v) for v in value]
+    return value
+
+
+def _validate_deployment(dep: Obj) -> None:
+    name = dep["metadata"]["name"]
+    for i, c in enumerate(dep["spec"]["template"]["spec"]["containers"]):
+        where = f"spec.template.spec.containers[{i}]"
+        if not c.get("image"):
+            raise HttpError(422, "Invalid", f'Deployment.apps "{name}" is invalid: '
+                            f"{where}.image: Required value")
+        for j, e in enumerate(c.get("env") or []):
+            if "value" in e and "valueFrom" in e:
+                raise HttpError(422, "Invalid", f'Deployment.apps "{name}" is invalid: '
+                                f"{where}.env[{j}].valueFrom: Invalid value: \"\": may not be "
+                                "specified when `value` is not empty")
+            if not isinstance(e.get("value", ""), str):
+                raise HttpError(400, "BadRequest", f"{where}.env[{j}].value: expected string")
+
+
+def _prune(value: Any, schema: Obj) -> Any:
+    """What the API server does without Strict: drop fields the schema does not declare."""
+    if isinstance(value, dict) and "properties" in schema:
+        props = schema["properties"]
+        return {k: _prune(v, props[k]) for k, v in value.items() if k in props}
+    if isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
+        return {k: _prune(v, schema["additionalProperties"]) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_prune(v, schema["items"]) for v in value]
+    return value

@@ -1,0 +1,215 @@
+"""The Chaos Mesh injector against the fake API server and the real CRD schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+
+from autotune.chaos.chaos_mesh import (
+    CRD_MISSING,
+    crd,
+    manifest_problems,
+    not_injected,
+    render,
+    tighten,
+)
+from autotune.errors import ChaosError
+from autotune.experiment.models import Stress
+from autotune.kube import STRESSCHAOS, ApiError
+from autotune.live import Live
+from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.golden import check_golden
+
+LABELS = {"app.kubernetes.io/managed-by": "autotune", "autotune/study": "api-test",
+          "autotune/trial": "7"}
+PLACEMENT: dict[str, Any] = {"namespace": "shop", "pod_labels": {"app": "api", "tier": "web"},
+                             "pods": ["api-1", "api-2"], "container": "api"}
+STRESS = Stress(workers=4, load=100)
+
+
+def _live(world: World) -> Live:
+    return world.target().apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
+
+
+def _schema() -> dict[str, object]:
+    return dict(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def assert_valid(manifest: dict[str, object]) -> None:
+    """Valid against the real CRD schema, and against it tightened (no field would be pruned)."""
+    jsonschema.Draft7Validator(_schema()).validate(manifest)
+    jsonschema.Draft7Validator(tighten(_schema())).validate(manifest)
+    assert manifest_problems(manifest) == []
+
+
+def test_render_golden() -> None:
+    manifest = render(name="autotune-api-test-t7-0123abcd", placement=PLACEMENT, stress=STRESS,
+                      duration=20, labels=LABELS)
+    assert_valid(manifest)
+    check_golden("stresschaos.yaml", manifest)
+
+
+def test_render_golden_with_expression_selector() -> None:
+    placement: dict[str, Any] = {**PLACEMENT, "pod_expressions": [
+        {"key": "track", "operator": "In", "values": ["stable"]}]}
+    manifest = render(name="autotune-api-test-t7-0123abcd", placement=placement,
+                      stress=Stress(workers=1, load=30), duration=75.2, labels=LABELS)
+    assert_valid(manifest)
+    check_golden("stresschaos-expressions.yaml", manifest)
+
+
+def test_tightened_schema_catches_what_the_server_would_prune() -> None:
+    manifest = render(name="x", placement=PLACEMENT, stress=STRESS, duration=20, labels=LABELS)
+    manifest["spec"]["stressors"]["cpu"]["cpuLoad"] = 50
+    manifest["spec"]["selector"]["labelSelector"] = {"app": "api"}
+    jsonschema.Draft7Validator(_schema()).validate(manifest)  # the CRD alone accepts it
+    problems = manifest_problems(manifest)
+    assert any("spec.stressors.cpu" in p and "cpuLoad" in p for p in problems)
+    assert any("spec.selector" in p and "labelSelector" in p for p in problems)
+
+
+def test_workers_must_be_1_to_8192() -> None:
+    for workers in (0, 8193):
+        manifest = render(name="x", placement=PLACEMENT, duration=20, labels=LABELS,
+                          stress=Stress.model_construct(workers=workers, load=100))
+        assert any("workers: must be 1..8192" in p for p in manifest_problems(manifest))
+
+
+def test_zero_workers_are_refused_before_anything_is_created(world: World) -> None:
+    live = _live(world)
+    with pytest.raises(ChaosError, match=r"refusing .*workers: must be 1\.\.8192"):
+        world.injector().inject(live, Stress.model_construct(workers=0, load=100), 20, LABELS)
+    assert world.fake.created_chaos == [] and world.chaos_left() == []
+
+
+def test_injected_means_records_injected_and_a_pid() -> None:
+    base: dict[str, Any] = {"status": {"experiment": {"desiredPhase": "Run", "containerRecords": [
+        {"id": "shop/api-1/api", "phase": "Injected"}]}, "instances": {}}}
+    assert "no stress-ng process" in (not_injected(base) or "")
+    base["status"]["instances"] = {"shop/api-1/api": {"uid": "123"}}
+    assert not_injected(base) is None
+    base["status"]["experiment"]["desiredPhase"] = "Stop"
+    assert "desiredPhase" in (not_injected(base) or "")
+    assert "no container records" in (not_injected({"status": {"experiment": {
+        "desiredPhase": "Run", "containerRecords": []}}}) or "")
+
+
+def test_inject_creates_one_valid_object_and_waits_until_injected(world: World) -> None:
+    live = _live(world)
+    injector = world.injector()
+    injection = injector.inject(live, STRESS, 20, LABELS)
+    [created] = world.fake.created_chaos
+    assert_valid(created)
+    spec = created["spec"]
+    assert spec["mode"] == "all" and spec["containerNames"] == ["api"]
+    assert spec["selector"] == {"namespaces": [NAMESPACE], "labelSelectors": {"app": "api"},
+                                "podPhaseSelectors": ["Running"]}
+    assert spec["duration"] == "20s" and spec["stressors"] == {"cpu": {"workers": 4, "load": 100}}
+    assert created["metadata"]["labels"] == LABELS
+    [post] = [r for r in world.fake.requests if r.method == "POST" and "stresschaos" in r.path]
+    assert post.query.get("fieldValidation") == "Strict"
+    assert injection.details["pods"] == sorted(live.placement["pods"])
+    assert [i.pods for i in world.fake.injected] == [sorted(live.placement["pods"])]
+    assert injector.active() == [injection.id]
+    injector.recover(injection)
+    assert world.chaos_left() == [] and injector.active() == []
+    injector.recover(injection)  # idempotent
+
+
+def test_no_pod_selected_fails_at_once_and_removes_the_object(world: World) -> None:
+    live = _live(world)
+    world.fake.chaos = "select-nothing"
+    with pytest.raises(ChaosError, match=r"selected no pod.*no pod is selected.*removed"):
+        world.injector(timeout=30).inject(live, STRESS, 20, LABELS)
+    assert world.chaos_left() == []
+
+
+def test_injection_not_confirmed_in_time_removes_the_object(world: World) -> None:
+    live = _live(world)
+    world.fake.chaos = "never-inject"
+    with pytest.raises(ChaosError, match=r"not confirmed injected within 1s \(records not "
+                                         r"Injected.*chaos-daemon.*removed"):
+        world.injector().inject(live, STRESS, 20, LABELS)
+    assert world.chaos_left() == []
+
+
+def test_deletion_not_confirmed_says_what_to_check_and_never_forces(world: World) -> None:
+    live = _live(world)
+    injector = world.injector()
+    injection = injector.inject(live, STRESS, 20, LABELS)
+    world.fake.chaos = "stuck-deleting"
+    with pytest.raises(ChaosError, match=r"still exists 1s after its deletion.*chaos-mesh/"
+                                         "records.*chaos-daemon logs.*never removes"):
+        injector.recover(injection)
+    [left] = world.fake.items("stresschaos")
+    assert left["metadata"]["finalizers"] == ["chaos-mesh/records"]
+    assert not any(r.method in ("PATCH", "PUT") and "stresschaos" in r.path
+                   for r in world.fake.requests)
+    assert "annotations" not in left["metadata"]
+
+
+def test_webhook_denial_is_reported_with_its_message(world: World) -> None:
+    live = _live(world)
+    world.fake.webhook_denial = "user cannot create chaos in namespace shop"
+    with pytest.raises(ChaosError, match=r'admission webhook "vauth.kb.io" denied the request: '
+                                         "user cannot create chaos in namespace shop"):
+        world.injector().inject(live, STRESS, 20, LABELS)
+    assert world.chaos_left() == []
+
+
+def test_forbidden_create_names_the_verb_and_resource(world: World) -> None:
+    live = _live(world)
+    world.fake.denied.add(("create", "stresschaos"))
+    with pytest.raises(ChaosError, match=r"forbidden \(403\): not allowed to create "
+                                         r"stresschaos.chaos-mesh.org .*'create'.*rbac"):
+        world.injector().inject(live, STRESS, 20, LABELS)
+
+
+def test_crd_missing(world: World) -> None:
+    live = _live(world)
+    world.fake.crd_installed = False
+    injector = world.injector()
+    with pytest.raises(ChaosError, match=r"StressChaos CRD .* is not installed"):
+        injector.inject(live, STRESS, 20, LABELS)
+    assert injector.active() == [] and injector.cleanup() == []
+    assert CRD_MISSING
+
+
+def test_stray_pod_with_the_same_labels_is_detected(world: World) -> None:
+    live = _live(world)
+    world.fake.add_pod(NAMESPACE, "api-by-hand", {"app": "api"})
+    with pytest.raises(ChaosError, match=r"stressed pods .*api-by-hand.* but the candidate runs"):
+        world.injector().inject(live, STRESS, 20, LABELS)
+    assert world.chaos_left() == []
+
+
+def test_create_is_retried_after_server_errors(world: World) -> None:
+    live = _live(world)
+    world.fake.fail("POST", "/stresschaos", 503, times=2)
+    injection = world.injector().inject(live, STRESS, 20, LABELS)
+    assert world.chaos_left() == [injection.id]
+
+
+def test_server_rejects_unknown_fields_only_with_strict(world: World) -> None:
+    kube = world.kube()
+    manifest = render(name="with-extra", placement=PLACEMENT, stress=STRESS, duration=20,
+                      labels=LABELS)
+    manifest["spec"]["stressors"]["cpu"]["cpuLoad"] = 5
+    with pytest.raises(ApiError, match=r"strict decoding error: unknown field") as e:
+        kube.create(STRESSCHAOS, NAMESPACE, manifest)
+    assert e.value.status == 400
+
+
+def test_cleanup_removes_only_this_studys_objects(world: World) -> None:
+    live = _live(world)
+    ours, other = world.injector(), world.injector(study="another-study")
+    ours.inject(live, STRESS, 20, LABELS)
+    ours.inject(live, STRESS, 20, {**LABELS, "autotune/trial": "8"})
+    theirs = other.inject(live, STRESS, 20, LABELS)
+    removed = ours.cleanup()
+    assert len(removed) == 2 and all("trial" in line for line in removed)
+    assert world.chaos_left() == [theirs.id]
+    assert ours.cleanup() == []
+    assert other.active() == [theirs.id]

@@ -1,0 +1,186 @@
+"""Cluster validation, live validation against a fake Prometheus, namespace cleanup, build."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from autotune import cluster
+from autotune.chaos.chaos_mesh import CRD_MISSING, ChaosMeshInjector, render
+from autotune.errors import PrerequisiteError
+from autotune.experiment.models import Stress
+from autotune.kube import STRESSCHAOS
+from autotune.metrics.prometheus import PrometheusSource
+from autotune.targets.kubernetes import KubernetesTarget
+from tests.kubernetes.conftest import NAMESPACE, World
+
+# --- validate_cluster -------------------------------------------------------------------------
+
+
+def test_a_ready_cluster_has_no_problems_and_nothing_changes(world: World) -> None:
+    before = world.fake.get("deployments", NAMESPACE, "api")
+    assert cluster.validate_cluster(world.experiment()) == []
+    dry = [r for r in world.fake.requests if r.query.get("dryRun") == "All"]
+    assert {r.method for r in dry} == {"PATCH", "POST"}
+    assert world.fake.get("deployments", NAMESPACE, "api") == before
+    assert world.fake.created_chaos == [] and world.chaos_left() == []
+    reviews = [r.body["spec"]["resourceAttributes"] for r in world.fake.requests
+               if r.path.endswith("selfsubjectaccessreviews")]
+    assert {(a["verb"], a["resource"]) for a in reviews} == {
+        (v, k.plural) for v, k in cluster.NEEDED}
+
+
+def test_missing_permissions_are_each_named(world: World) -> None:
+    world.fake.denied |= {("watch", "pods"), ("delete", "stresschaos")}
+    problems = cluster.validate_cluster(world.experiment())
+    assert "not allowed to watch pods in namespace 'shop' (no RBAC rule): see deploy/rbac.yaml" \
+        in problems
+    assert any(p.startswith("not allowed to delete stresschaos.chaos-mesh.org") for p in problems)
+
+
+def test_access_reviews_themselves_forbidden(world: World) -> None:
+    world.fake.denied.add(("create", "selfsubjectaccessreviews"))
+    [problem] = cluster.validate_cluster(world.experiment())
+    assert problem.startswith("cannot check permissions (SelfSubjectAccessReview)")
+
+
+def test_crd_missing(world: World) -> None:
+    world.fake.crd_installed = False
+    assert cluster.validate_cluster(world.experiment()) == [CRD_MISSING]
+
+
+def test_container_missing(world: World) -> None:
+    exp = world.experiment()
+    assert exp.target.kubernetes is not None
+    spec = exp.target.kubernetes.model_copy(update={"container": "app"})
+    exp = exp.model_copy(update={"target": exp.target.model_copy(update={"kubernetes": spec})})
+    [problem] = cluster.validate_cluster(exp)
+    assert "has no container 'app' (containers: api, sidecar)" in problem
+
+
+def test_webhook_denial_shows_in_the_dry_run(world: World) -> None:
+    world.fake.webhook_denial = "namespace shop is not in the allowed list"
+    [problem] = cluster.validate_cluster(world.experiment())
+    assert problem.startswith("creating the StressChaos would fail: an admission webhook denied")
+    assert "namespace shop is not in the allowed list" in problem
+
+
+def test_no_credentials(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world.kubeconfig.unlink()
+    [problem] = cluster.validate_cluster(world.experiment())
+    assert "kubeconfig" in problem and "does not exist" in problem
+
+
+def test_context_override(world: World) -> None:
+    assert cluster.validate_cluster(world.experiment(), context="other") == []
+    [problem] = cluster.validate_cluster(world.experiment(), context="nope")
+    assert "context 'nope'" in problem
+
+
+# --- build and cleanup ------------------------------------------------------------------------
+
+def test_build_wires_the_three_backends(world: World) -> None:
+    backends = cluster.build(world.experiment(), world.tmp / "results", world.clock)
+    assert isinstance(backends.target, KubernetesTarget)
+    assert isinstance(backends.injector, ChaosMeshInjector)
+    assert isinstance(backends.source, PrometheusSource)
+    assert backends.target.describe()["kind"] == "kubernetes"
+    with pytest.raises(PrerequisiteError, match="context 'nope'"):
+        cluster.build(world.experiment(), world.tmp, world.clock, context="nope")
+
+
+def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> None:
+    exp = world.experiment()
+    target = world.target(exp)
+    live = target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "500"})  # then "dies"
+    world.injector().inject(live, Stress(workers=1, load=10), 60, {"autotune/trial": "4"})
+    world.injector(study="older-study").inject(live, Stress(workers=1, load=10), 60, {})
+    foreign = render(name="someone-elses", placement=live.placement, duration=60, labels={},
+                     stress=Stress(workers=1, load=10))
+    world.kube().create(STRESSCHAOS, NAMESPACE, foreign)
+    done = cluster.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig),
+                                     clock=world.clock)
+    assert len(done) == 3 and done[-1].startswith("Deployment shop/api: restored")
+    assert world.chaos_left() == ["someone-elses"]
+    assert world.annotations() == {}
+    assert cluster.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig)) == []
+
+
+# --- validate_live against a fake Prometheus --------------------------------------------------
+
+class _Prometheus(BaseHTTPRequestHandler):
+    """Answers instant queries by what they ask for; insists on the bearer token."""
+
+    token = "s3cr3t-token"
+    seen: list[str] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        params = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if self.headers.get("Authorization") != f"Bearer {self.token}":
+            return self._send(401, {"status": "error", "error": "unauthorized"})
+        query, at = params.get("query", ""), float(params.get("time", "0"))
+        self.seen.append(query)
+        self._send(200, {"status": "success", "data": {"resultType": "vector",
+                                                       "result": _answer(query, at)}})
+
+    def _send(self, code: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _answer(query: str, at: float) -> list[dict[str, Any]]:
+    def series(value: float, **labels: str) -> dict[str, Any]:
+        return {"metric": labels, "value": [at, str(value)]}
+
+    if "timestamp(up" in query:
+        return [series(at + 1)]
+    if "http_request_duration_seconds" in query:
+        return [series(0.012)]
+    if "go_sched_pauses_total_gc_seconds" in query:
+        return [series(math.nan)]
+    return [series(0.5, pod="a"), series(0.6, pod="b")]
+
+
+@pytest.fixture
+def prometheus() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                     daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_validate_live_reports_nan_and_several_series(
+        world: World, prometheus: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROM_TOKEN", _Prometheus.token)
+    exp = world.experiment(prometheus=prometheus, token_env="PROM_TOKEN")
+    problems = cluster.validate_live(exp)
+    assert len(problems) == 1 and problems[0].startswith("metrics.gc_pause_p99: nan")
+    pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    assert all(p in _Prometheus.seen[-1] for p in pods), "queries select the running pods"
+    assert not any(_Prometheus.token in p for p in problems)
+
+    metrics = {"p99_latency": "sum(rate(go_cpu_classes_idle_cpu_seconds_total{ {{selector}} }"
+                              "[{{window}}])) by (pod)"}
+    several = exp.model_copy(update={"metrics": metrics, "constraints": ()})
+    [problem] = cluster.validate_live(several)
+    assert problem.startswith("metrics.p99_latency: 2 series where one was expected")
+

@@ -1,0 +1,157 @@
+"""The client layer: credentials, the error vocabulary, retries and watches, over real HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.errors import PrerequisiteError, TargetError
+from autotune.kube import (
+    DEPLOYMENTS,
+    PODS,
+    ApiError,
+    Selection,
+    configuration,
+    connect,
+    label_value,
+    one,
+    ours,
+    reraise_as,
+    selector_of,
+)
+from tests.kubernetes.conftest import NAMESPACE, World
+
+
+def test_missing_kubeconfig_is_a_clear_error(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
+    with pytest.raises(PrerequisiteError, match=r"no Kubernetes credentials.*KUBECONFIG"):
+        configuration()
+    with pytest.raises(PrerequisiteError, match=r"kubeconfig: .*missing.yaml does not exist"):
+        configuration(kubeconfig=str(tmp_path / "missing.yaml"))
+
+
+def test_context_override_and_unknown_context(world: World) -> None:
+    cfg = configuration(kubeconfig=str(world.kubeconfig), context="other")
+    assert cfg.host == world.url
+    with pytest.raises(PrerequisiteError, match=r"context 'nope'"):
+        configuration(kubeconfig=str(world.kubeconfig), context="nope")
+
+
+def test_in_cluster_credentials_are_used_without_a_kubeconfig(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    # No service-account token on this machine: the loader says so, as a PrerequisiteError.
+    with pytest.raises(PrerequisiteError, match=r"cannot use the in-cluster service account"):
+        configuration()
+
+
+def test_401_says_credentials(world: World) -> None:
+    world.fake.fail("GET", "/deployments/api", 401, message="Unauthorized")
+    with pytest.raises(ApiError, match=r"did not accept our credentials \(401") as e:
+        world.kube().get(DEPLOYMENTS, NAMESPACE, "api")
+    assert e.value.status == 401
+
+
+def test_403_names_the_verb_and_the_resource(world: World) -> None:
+    world.fake.denied.add(("patch", "deployments"))
+    with pytest.raises(ApiError) as e:
+        world.kube().patch_deployment(NAMESPACE, "api", {"metadata": {"labels": {"a": "b"}}})
+    text = str(e.value)
+    assert "forbidden (403): not allowed to patch deployments.apps \"api\"" in text
+    assert "Grant the verb 'patch' on deployments.apps" in text
+    assert 'cannot patch resource "deployments" in API group "apps"' in text
+
+
+def test_404_is_none_for_get(world: World) -> None:
+    assert world.kube().get(DEPLOYMENTS, NAMESPACE, "nope") is None
+
+
+def test_422_carries_the_servers_message(world: World) -> None:
+    patch = {"spec": {"template": {"spec": {"containers": [
+        {"name": "api", "env": [{"name": "X", "value": "1",
+                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}}}}
+    with pytest.raises(ApiError, match=r"rejected the request to patch .*\(422\).*may not be "
+                                       "specified when `value` is not empty"):
+        world.kube().patch_deployment(NAMESPACE, "api", patch)
+
+
+def test_transient_errors_are_retried_then_reported(world: World) -> None:
+    kube = world.kube()
+    world.fake.fail("GET", "/deployments/api", 500, times=2)
+    assert kube.get(DEPLOYMENTS, NAMESPACE, "api") is not None
+    world.fake.fail("GET", "/deployments/api", 503, times=10, message="etcd is down")
+    with pytest.raises(ApiError, match=r"failed to get .*\(503\) after 5 attempts: etcd is down"):
+        kube.get(DEPLOYMENTS, NAMESPACE, "api")
+    assert world.clock.offset > 0, "the backoff sleeps on the injected clock"
+
+
+def test_unreachable_server(world: World) -> None:
+    kube = world.kube()
+    world.fake.stop()
+    with pytest.raises(ApiError, match=r"cannot reach the Kubernetes API server at http://127"):
+        kube.get(DEPLOYMENTS, NAMESPACE, "api")
+
+
+def test_slow_response_is_survived(world: World) -> None:
+    world.fake.fail("GET", "/deployments/api", None, delay=0.3)
+    started = time.monotonic()
+    assert world.kube().get(DEPLOYMENTS, NAMESPACE, "api") is not None
+    assert time.monotonic() - started >= 0.3
+
+
+def test_reraise_as_keeps_the_message() -> None:
+    with pytest.raises(TargetError, match=r"boom") as e, reraise_as(TargetError):
+        raise ApiError("boom", 500)
+    assert isinstance(e.value.__cause__, ApiError)
+
+
+def test_wait_sees_changes_through_the_watch(world: World) -> None:
+    kube = world.kube()
+    threading.Timer(0.2, lambda: world.fake.add_pod(NAMESPACE, "late", {"app": "late"})).start()
+    found = kube.wait(Selection(PODS, NAMESPACE, labels="app=late"),
+                      lambda s: s.get("late"), timeout=5)
+    assert found is not None and found["metadata"]["name"] == "late"
+    watches = [r for r in world.fake.requests if r.query.get("watch") == "true"]
+    assert watches and watches[0].query["resourceVersion"], "watch from the list's version"
+
+
+def test_wait_relists_after_410_gone(world: World) -> None:
+    kube = world.kube()
+    world.fake.expire_history()
+    threading.Timer(0.3, lambda: world.fake.add_pod(NAMESPACE, "late", {"app": "late"})).start()
+    found = kube.wait(Selection(PODS, NAMESPACE, labels="app=late"),
+                      lambda s: s.get("late"), timeout=5)
+    assert found is not None
+    lists = [r for r in world.fake.requests if r.path.endswith("/pods")
+             and r.query.get("watch") != "true"]
+    assert len(lists) >= 2, "a 410 must make the waiter list again"
+
+
+def test_wait_times_out_with_none(world: World) -> None:
+    started = time.monotonic()
+    assert world.kube().wait(one(DEPLOYMENTS, NAMESPACE, "api"), lambda s: None, 1) is None
+    assert time.monotonic() - started < 3
+
+
+def test_labels_and_selectors() -> None:
+    assert label_value("my_study.v2-") == "my_study.v2"
+    assert len(label_value("x" * 100)) == 63
+    assert ours("api") == "app.kubernetes.io/managed-by=autotune,autotune/study=api"
+    assert ours() == "app.kubernetes.io/managed-by=autotune"
+    assert selector_of({"app": "api"}, [{"key": "track", "operator": "In",
+                                         "values": ["a", "b"]},
+                                        {"key": "canary", "operator": "DoesNotExist"}]) == (
+        "app=api,track in (a,b),!canary")
+
+
+def test_connect_uses_the_kubeconfig(world: World) -> None:
+    kube = connect(world.clock, kubeconfig=str(world.kubeconfig))
+    assert kube.host == world.url
+    assert kube.get(DEPLOYMENTS, NAMESPACE, "api") is not None

@@ -1,0 +1,209 @@
+"""What the repository ships for clusters: the experiment, its Deployment, the StressChaos
+template, the CRD copy and deploy/ — validated, and kept consistent with each other and the code."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from autotune import cluster
+from autotune.chaos.chaos_mesh import CRD_FILE, object_name, render
+from autotune.cli import main
+from autotune.experiment import Experiment, load_experiment
+from autotune.experiment.models import Burst
+from autotune.kube import MANAGED_BY_LABEL, STUDY_LABEL, TRIAL_LABEL
+from autotune.study.space import to_env
+from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
+from tests.kubernetes.conftest import FakeMetrics, World
+from tests.kubernetes.test_chaos import assert_valid
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S_VERSION = kubernetes_validate.latest_version()
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _api() -> Experiment:
+    return load_experiment(ROOT / "experiments/api.yaml")[0]
+
+
+def _deployment() -> dict[str, Any]:
+    [dep] = _docs(ROOT / "experiments/api-deployment.yaml")
+    return dep
+
+
+def _by_kind(path: Path) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in _docs(path)}
+
+
+# --- the CRD copy ---------------------------------------------------------------------------
+
+def test_crd_copy_is_pristine() -> None:
+    data = (ROOT / "autotune" / CRD_FILE).read_bytes()
+    readme = (ROOT / "autotune/data/chaos-mesh/README.md").read_text()
+    digest = re.search(r"sha256 ([0-9a-f]{64})", readme)
+    assert digest and hashlib.sha256(data).hexdigest() == digest.group(1)
+
+
+# --- experiments/api.yaml and its Deployment ------------------------------------------------
+
+def test_api_experiment_is_the_seed_experiment() -> None:
+    exp = _api()
+    spec = exp.target.kubernetes
+    assert spec is not None and (spec.namespace, spec.deployment, spec.container) == (
+        "shop", "api", "api")
+    assert [p.values for p in exp.parameters] == [(2, 4, 8, 16, 32), (500, 2000, 5000, 10000)]
+    assert [p.env_var for p in exp.parameters] == ["GOMAXPROCS", "FORCEGC_INTERVAL_MS"]
+    assert (exp.chaos.stress.workers, exp.chaos.stress.load) == (4, 100)
+    assert isinstance(exp.chaos.pattern, Burst)
+    assert (exp.chaos.pattern.every, exp.chaos.pattern.burst) == (30, 5)
+    assert exp.measure.window == 60
+    assert exp.prometheus.url == "http://prometheus.monitoring:9090"
+    assert exp.goals[0].minimize == "p99_latency" and exp.constraints
+    queries = " ".join(exp.metric(m).query for m in exp.metrics)
+    for name in ("go_sched_pauses_total_gc_seconds_bucket", "go_cpu_classes_idle_cpu_seconds_total",
+                 "go_cpu_classes_total_cpu_seconds_total", "go_sched_latencies_seconds_bucket",
+                 "go_gc_cycles_total_gc_cycles_total", "http_request_duration_seconds_bucket"):
+        assert name in queries
+    assert all("{{selector}}" in exp.metric(m).query and "{{window}}" in exp.metric(m).query
+               for m in exp.metrics)
+
+
+def test_autotune_validate_accepts_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(ROOT / "experiments/api.yaml")]) == 0
+    assert "valid (kubernetes target" in capsys.readouterr().out
+
+
+def test_the_deployment_manifest_is_valid_and_matches_the_experiment() -> None:
+    dep = _deployment()
+    kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+    spec = _api().target.kubernetes
+    assert spec is not None
+    assert (dep["metadata"]["namespace"], dep["metadata"]["name"]) == (spec.namespace,
+                                                                       spec.deployment)
+    [container] = [c for c in dep["spec"]["template"]["spec"]["containers"]
+                   if c["name"] == spec.container]
+    assert container["resources"]["limits"]["cpu"], "the stress and GOMAXPROCS need a CPU limit"
+    tuned = {p.env_var for p in _api().parameters}
+    assert not tuned & {e["name"] for e in container.get("env", [])}, "baseline = unset"
+
+
+def test_the_shipped_experiment_runs_a_trial_against_the_shipped_deployment(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world.fake.add_manifest(_deployment())
+    monkeypatch.setenv("KUBECONFIG", str(world.kubeconfig))
+    exp = _api()
+    assert cluster.validate_cluster(exp) == []
+    built = cluster.build(exp, world.tmp / "results", world.clock)
+    backends = Backends(built.target, built.injector, FakeMetrics(world.fake))
+    record: dict[str, Any] = {}
+    env = to_env(exp, exp.baseline_settings())
+    metrics = measure(exp, backends, env, clock=world.clock, record=record,
+                      labels={TRIAL_LABEL: "0"})
+    assert set(metrics) == set(exp.metrics)
+    assert len(record["injections"]) == 2  # a 60s window, a burst every 30s
+    backends.target.restore()
+    for created in world.fake.created_chaos:
+        assert_valid(created)
+    assert world.fake.items("stresschaos") == []
+
+
+# --- chaos/ --------------------------------------------------------------------------------
+
+def test_chaos_template_is_what_the_injector_renders() -> None:
+    [shipped] = _docs(ROOT / "chaos/stresschaos.yaml")
+    exp, dep = _api(), _deployment()
+    assert isinstance(exp.chaos.pattern, Burst)
+    name = object_name(exp.name, "12", shipped["metadata"]["name"].rsplit("-", 1)[1])
+    rendered = render(
+        name=name, stress=exp.chaos.stress, duration=exp.chaos.pattern.burst + DEAD_MAN_MARGIN,
+        placement={"namespace": "shop", "container": "api", "pods": ["x"],
+                   "pod_labels": dep["spec"]["selector"]["matchLabels"]},
+        labels={MANAGED_BY_LABEL: "autotune", STUDY_LABEL: exp.name, TRIAL_LABEL: "12"})
+    assert shipped == rendered
+    assert_valid(shipped)
+
+
+# --- deploy/ -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["rbac.yaml", "cronjob.yaml", "postgres-secret.example.yaml"])
+def test_deploy_manifests_are_valid_kubernetes(name: str) -> None:
+    docs = _docs(ROOT / "deploy" / name)
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def _daily_interval(schedule: str) -> int:
+    minute, hour, dom, month, dow = schedule.split()
+    assert minute.isdigit() and hour.isdigit() and (dom, month, dow) == ("*", "*", "*"), (
+        "only a daily schedule is checked here; extend this test with the new schedule")
+    return 24 * 3600
+
+
+def test_cronjob_cannot_overlap_and_stops_after_autotune() -> None:
+    docs = _by_kind(ROOT / "deploy/cronjob.yaml")
+    cron = docs["CronJob"]["spec"]
+    job = cron["jobTemplate"]["spec"]
+    pod = job["template"]["spec"]
+    interval = _daily_interval(cron["schedule"])
+    assert cron["concurrencyPolicy"] == "Forbid"
+    assert cron["startingDeadlineSeconds"] < interval
+    assert job["activeDeadlineSeconds"] < interval
+    exp = _api()
+    assert exp.study.deadline is not None and exp.target.kubernetes is not None
+    assert exp.study.deadline + exp.max_trial_seconds / (
+        1 + exp.measure.noise_guard.retries) < job["activeDeadlineSeconds"], (
+        "autotune must stop starting trials before Kubernetes stops the Job")
+    assert pod["terminationGracePeriodSeconds"] > exp.target.kubernetes.rollout_timeout, (
+        "SIGTERM must leave time to restore the env (one rollout)")
+    [container] = pod["containers"]
+    storage = {e["name"]: e for e in container["env"]}["AUTOTUNE_STORAGE"]
+    assert storage["valueFrom"]["secretKeyRef"]["optional"] is True
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert container["args"][1].startswith(mounts["experiment"] + "/")
+    assert container["workingDir"] == mounts["data"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+              if "persistentVolumeClaim" in v]
+    assert claims == [docs["PersistentVolumeClaim"]["metadata"]["name"]]
+    rbac = _by_kind(ROOT / "deploy/rbac.yaml")
+    assert pod["serviceAccountName"] == rbac["ServiceAccount"]["metadata"]["name"]
+
+
+def test_rbac_grants_exactly_what_a_run_needs() -> None:
+    docs = _by_kind(ROOT / "deploy/rbac.yaml")
+    granted = {(verb, group, resource)
+               for rule in docs["Role"]["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    needed = {(verb, kind.group, kind.plural) for verb, kind in cluster.NEEDED}
+    assert needed <= granted
+    assert granted - needed == {("patch", "chaos-mesh.org", "stresschaos")}
+    assert not any("*" in str(rule) for rule in docs["Role"]["rules"])
+    assert docs["ClusterRole"]["rules"] == [{"apiGroups": ["authorization.k8s.io"],
+                                             "resources": ["selfsubjectaccessreviews"],
+                                             "verbs": ["create"]}]
+    sa = docs["ServiceAccount"]["metadata"]
+    for binding in ("RoleBinding", "ClusterRoleBinding"):
+        [subject] = docs[binding]["subjects"]
+        assert (subject["name"], subject["namespace"]) == (sa["name"], sa["namespace"])
+    spec = _api().target.kubernetes
+    assert spec is not None
+    assert docs["Role"]["metadata"]["namespace"] == spec.namespace
+
+
+def test_dockerfile_runs_autotune_as_non_root() -> None:
+    text = (ROOT / "deploy/Dockerfile").read_text()
+    assert re.search(r"^USER 10001$", text, re.M)
+    assert 'ENTRYPOINT ["autotune"]' in text
+    assert "COPY autotune ./autotune" in text, "package data (the CRD) ships with the code"
+    cron = _by_kind(ROOT / "deploy/cronjob.yaml")["CronJob"]["spec"]
+    security = cron["jobTemplate"]["spec"]["template"]["spec"]["securityContext"]
+    assert security["runAsUser"] == 10001

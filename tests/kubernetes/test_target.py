@@ -1,0 +1,208 @@
+"""The Deployment target against the fake API server: what ends up in the cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.errors import TargetError
+from autotune.kube import ORIGINAL_ENV_ANNOTATION
+from autotune.targets.kubernetes import (
+    Original,
+    any_of,
+    cpu_cores,
+    env_patch,
+    gomaxprocs_note,
+    restore_patch,
+)
+from tests.kubernetes.conftest import NAMESPACE, ORIGINAL_ENV, World
+from tests.kubernetes.golden import check_golden
+
+CANDIDATE = {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"}
+
+
+def _values(env: list[dict[str, str]]) -> dict[str, str | None]:
+    return {e["name"]: e.get("value") for e in env}
+
+
+def test_env_patch_golden() -> None:
+    check_golden("env-patch.json", env_patch("api", {"GOMAXPROCS": "4",
+                                                     "FORCEGC_INTERVAL_MS": None}))
+
+
+def test_restore_patch_golden() -> None:
+    original = Original(container="api", study="api-test", saved_at="2026-11-29T00:00:00Z",
+                        env={"GOMAXPROCS": {"name": "GOMAXPROCS", "value": "8"},
+                             "FORCEGC_INTERVAL_MS": None,
+                             "GOMEMLIMIT": {"name": "GOMEMLIMIT", "valueFrom": {
+                                 "resourceFieldRef": {"resource": "limits.memory"}}}})
+    check_golden("restore-patch.json", restore_patch(original))
+
+
+def test_apply_patches_only_the_parameters_and_waits_for_new_pods(world: World) -> None:
+    old_pods = {p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")}
+    live = world.target().apply(CANDIDATE)
+    assert _values(world.template_env()) == {"LOG_LEVEL": "info", **CANDIDATE}
+    pods = world.fake.pods_of(NAMESPACE, "api", terminating=True)
+    assert {p["metadata"]["name"] for p in pods}.isdisjoint(old_pods), "old pods must be gone"
+    assert all(_values(env) == {"LOG_LEVEL": "info", **CANDIDATE} for env in world.pod_envs())
+    assert sorted(live.placement["pods"]) == sorted(p["metadata"]["name"] for p in pods)
+    assert live.placement["pod_labels"] == {"app": "api"}
+    assert live.placement["container"] == "api"
+    assert live.scope[0].label == "namespace" and live.scope[0].value == NAMESPACE
+    assert live.scope[1].regex and live.scope[1].value == any_of(live.placement["pods"])
+    assert {p["name"] for p in live.details["pods"]} == set(live.placement["pods"])
+    assert all(p["containerID"].startswith("containerd://") for p in live.details["pods"])
+
+
+def test_patches_use_strategic_merge_and_strict_validation(world: World) -> None:
+    world.target().apply(CANDIDATE)
+    patches = [r for r in world.fake.requests if r.method == "PATCH"]
+    assert patches and all(r.content_type == "application/strategic-merge-patch+json"
+                           for r in patches)
+    assert all(r.query.get("fieldValidation") == "Strict" for r in patches)
+
+
+def test_original_is_saved_before_the_first_change(world: World) -> None:
+    target = world.target()
+    target.apply(CANDIDATE)
+    patches = [r.body for r in world.fake.requests if r.method == "PATCH"]
+    assert ORIGINAL_ENV_ANNOTATION in patches[0]["metadata"]["annotations"], "saved first"
+    saved = Original.from_json(world.annotations()[ORIGINAL_ENV_ANNOTATION])
+    assert saved.env == {"GOMAXPROCS": {"name": "GOMAXPROCS", "value": "8"},
+                         "FORCEGC_INTERVAL_MS": None}
+    assert target.state_file is not None
+    on_disk = json.loads(target.state_file.read_text())
+    assert on_disk["env"] == saved.env and on_disk["deployment"] == "Deployment shop/api"
+    target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "2000"})
+    again = Original.from_json(world.annotations()[ORIGINAL_ENV_ANNOTATION])
+    assert again.env == saved.env, "a second candidate must not overwrite the original"
+
+
+def test_null_removes_the_variable(world: World) -> None:
+    target = world.target()
+    target.apply(CANDIDATE)
+    target.apply({"GOMAXPROCS": None, "FORCEGC_INTERVAL_MS": None})
+    assert _values(world.template_env()) == {"LOG_LEVEL": "info"}
+    assert all(_values(env) == {"LOG_LEVEL": "info"} for env in world.pod_envs())
+
+
+def test_restore_brings_back_the_original_and_forgets_it(world: World) -> None:
+    target = world.target()
+    target.apply(CANDIDATE)
+    target.restore()
+    world.assert_pristine()
+    assert target.state_file is not None and not target.state_file.exists()
+    patches = len([r for r in world.fake.requests if r.method == "PATCH"])
+    target.restore()
+    assert len([r for r in world.fake.requests if r.method == "PATCH"]) == patches
+
+
+def test_cleanup_restores_what_a_dead_run_left(world: World) -> None:
+    world.target().apply(CANDIDATE)  # this "run" dies: nothing restores
+    fresh = world.target()
+    done = fresh.cleanup()
+    assert len(done) == 1 and "unfinished run" in done[0] and "api-test" in done[0]
+    world.assert_pristine()
+    assert fresh.cleanup() == []
+
+
+def test_a_new_run_adopts_a_dead_runs_original(world: World) -> None:
+    world.target().apply(CANDIDATE)  # dies
+    second = world.target()
+    second.apply({"GOMAXPROCS": "16", "FORCEGC_INTERVAL_MS": "2000"})
+    second.restore()
+    world.assert_pristine()
+
+
+def test_finish_with_keeps_the_choice(world: World) -> None:
+    target = world.target()
+    target.apply(CANDIDATE)
+    target.finish_with({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "2000"})
+    target.restore()
+    assert _values(world.template_env()) == {"LOG_LEVEL": "info", "GOMAXPROCS": "2",
+                                             "FORCEGC_INTERVAL_MS": "2000"}
+    assert world.annotations() == {}
+    assert world.target().cleanup() == []
+
+
+def test_on_finish_leave_keeps_the_candidate_and_the_file(world: World) -> None:
+    exp = world.experiment()
+    assert exp.target.kubernetes is not None
+    spec = exp.target.kubernetes.model_copy(update={"on_finish": "leave"})
+    exp = exp.model_copy(update={"target": exp.target.model_copy(update={"kubernetes": spec})})
+    target = world.target(exp)
+    target.apply(CANDIDATE)
+    target.restore()
+    assert _values(world.template_env()) == {"LOG_LEVEL": "info", **CANDIDATE}
+    assert world.annotations() == {}
+    assert target.state_file is not None and target.state_file.exists()
+
+
+def test_check_passes_then_fails_after_a_container_restart(world: World) -> None:
+    target = world.target()
+    live = target.apply(CANDIDATE)
+    target.check(live)
+    world.fake.restart_pod(NAMESPACE, live.placement["pods"][0])
+    with pytest.raises(TargetError, match=r"restarted \(restartCount 0 -> 1\)"):
+        target.check(live)
+
+
+def test_rollout_timeout_fails_and_rolls_back(world: World) -> None:
+    world.fake.rollout = "never"
+    target = world.target(world.experiment(rollout_timeout="1s"))
+    with pytest.raises(TargetError, match=r"did not complete within 1s.*re-applied the original"):
+        target.apply(CANDIDATE)
+    assert _values(world.template_env()) == _values(ORIGINAL_ENV)
+
+
+def test_progress_deadline_exceeded_fails_at_once(world: World) -> None:
+    world.fake.rollout = "never"
+    target = world.target()
+    dep = world.fake.objects[("deployments", NAMESPACE, "api")]
+    with world.fake.cond:
+        dep["status"]["conditions"] = [{"type": "Progressing", "status": "False",
+                                        "reason": "ProgressDeadlineExceeded",
+                                        "message": "ReplicaSet api-x has timed out progressing"}]
+    with pytest.raises(TargetError, match=r"progress deadline.*timed out progressing"):
+        target.apply(CANDIDATE)
+
+
+def test_deployment_and_container_not_found(world: World) -> None:
+    exp = world.experiment()
+    assert exp.target.kubernetes is not None
+    for update, message in (({"deployment": "nope"}, "Deployment shop/nope not found"),
+                            ({"container": "nope"}, "no container 'nope'.*api, sidecar")):
+        spec = exp.target.kubernetes.model_copy(update=update)
+        bad = exp.model_copy(update={"target": exp.target.model_copy(update={"kubernetes": spec})})
+        with pytest.raises(TargetError, match=message):
+            world.target(bad).apply(CANDIDATE)
+    assert world.annotations() == {}
+
+
+def test_unknown_variable_is_refused(world: World) -> None:
+    with pytest.raises(TargetError, match=r"not a parameter's variable: GOGC"):
+        world.target().apply({"GOGC": "50"})
+
+
+def test_describe(world: World) -> None:
+    facts = world.target().describe()
+    assert facts == {
+        "kind": "kubernetes", "namespace": "shop", "deployment": "api", "container": "api",
+        "replicas": 2, "image": "example/api:1.0", "cpu_limit": "1", "cpu_request": "500m",
+        "env": {"GOMAXPROCS": "8", "FORCEGC_INTERVAL_MS": None},
+        "gomaxprocs_default": "GOMAXPROCS=8 is set in the Deployment: the runtime uses it",
+        "on_finish": "restore",
+    }
+
+
+def test_gomaxprocs_note_and_cpu_quantities() -> None:
+    assert cpu_cores("500m") == 0.5 and cpu_cores("2") == 2.0 and cpu_cores(None) is None
+    note = gomaxprocs_note("1500m", None)
+    assert "max(2, ceil) = 2" in note and "max(1, floor) = 1" in note
+    assert "node's CPU count" in gomaxprocs_note(None, None)
+
+
+def test_any_of_escapes_regex_metacharacters() -> None:
+    assert any_of(["b.x", "a"]) == "a|b\\.x"
