@@ -138,16 +138,7 @@ def _group_exists(pgid: int) -> bool:
     except PermissionError:
         return True
     # A group whose only members are zombies still answers; look for a live member.
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return bool(group_members(pgid))
 
 
 def group_members(pgid: int) -> list[int]:
@@ -247,6 +238,17 @@ def start(
                            start_time(me)))
     log.debug("started %s pid %d: %s", role, popen.pid, " ".join(argv))
     return Process(popen, role, registry, log_path)
+
+
+def find_binary(name: str, env_var: str, package: str) -> str:
+    """``$env_var`` if set, else ``name`` on PATH; else say how to install it."""
+    import shutil
+
+    found = os.environ.get(env_var) or shutil.which(name)
+    if not found:
+        raise PrerequisiteError(f"{name} not found: apt-get install {package} "
+                                f"(or set {env_var} to the binary)")
+    return found
 
 
 def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,

@@ -9,8 +9,6 @@ the stress-ng workers in that cgroup consuming CPU; recovery by finding none of 
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
 import uuid
 from collections.abc import Mapping
@@ -20,7 +18,7 @@ from typing import Any
 from autotune import proc
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
-from autotune.errors import ChaosError, PrerequisiteError
+from autotune.errors import ChaosError
 from autotune.experiment.models import Stress
 from autotune.live import Live
 
@@ -29,11 +27,7 @@ RECOVER_TIMEOUT = 15.0
 
 
 def stress_ng_binary() -> str:
-    found = os.environ.get("AUTOTUNE_STRESS_NG") or shutil.which("stress-ng")
-    if not found:
-        raise PrerequisiteError("stress-ng not found: apt-get install stress-ng "
-                                "(or set AUTOTUNE_STRESS_NG)")
-    return found
+    return proc.find_binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng")
 
 
 def argv(binary: str, stress: Stress, duration: float) -> list[str]:

@@ -27,11 +27,7 @@ READY_TIMEOUT = 30.0
 
 
 def prometheus_binary() -> str:
-    found = os.environ.get("AUTOTUNE_PROMETHEUS") or shutil.which("prometheus")
-    if not found:
-        raise PrerequisiteError("prometheus not found: apt-get install prometheus "
-                                "(or set AUTOTUNE_PROMETHEUS to a prometheus binary)")
-    return found
+    return proc.find_binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus")
 
 
 def _free_port() -> int:

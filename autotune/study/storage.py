@@ -27,7 +27,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import __version__
+from autotune import __version__, proc
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.study.objective import directions
@@ -191,23 +191,13 @@ def open_existing(exp: Experiment, url: str) -> Studies:
 
 # --- trials left RUNNING by a dead process -------------------------------------------------
 
-def _process_start(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; fields after the last ')' are fixed.
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def worker_id() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
+    return {"host": socket.gethostname(), "pid": pid, "start": proc.start_time(pid)}
 
 
 def _alive(worker: dict[str, Any]) -> bool:
-    start = _process_start(int(worker.get("pid", -1)))
-    return start is not None and start == worker.get("start")
+    return proc.alive(int(worker.get("pid", -1)), worker.get("start") or "?")
 
 
 def retry(study: optuna.Study, trial: FrozenTrial) -> None:
