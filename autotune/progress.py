@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live as RichLive
+from rich.markup import escape
 from rich.table import Table
 
 from autotune.experiment.durations import format_duration
@@ -93,13 +94,13 @@ class RichProgress:
         self.live.update(self._render())
 
     def study_started(self, info: dict[str, Any]) -> None:
-        self.study = f"{info['study']} ({info['storage']})"
+        self.study = escape(f"{info['study']} ({info['storage']})")
         self.budget, self.done = info["budget"], info["completed"]
         self.live.start()
         self._refresh()
 
     def trial_started(self, number: int, kind: str, settings: dict[str, Setting]) -> None:
-        self.current = f"#{number} [{kind}] {_fmt_settings(settings)}"
+        self.current = escape(f"#{number} [{kind}] {_fmt_settings(settings)}")
         self._refresh()
 
     def phase(self, name: str) -> None:
@@ -112,10 +113,10 @@ class RichProgress:
             if record.get("kind") == "search":
                 self.done += 1
         else:
-            self.last_failure = f"#{record.get('number')}: {record.get('failure')}"
+            self.last_failure = escape(f"#{record.get('number')}: {record.get('failure')}")
         if best and "values" in best:
-            self.best = (f"#{best['number']} {_fmt_values(best['values'])} "
-                         f"{_fmt_settings(best['settings'])}")
+            self.best = escape(f"#{best['number']} {_fmt_values(best['values'])} "
+                               f"{_fmt_settings(best['settings'])}")
         self.phase_name = "-"
         self._refresh()
 
