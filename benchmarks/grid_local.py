@@ -33,9 +33,11 @@ FIELDS = ["order", "config", "repeat", "state", "failure", "seconds", "overhead_
           "foreign_cores_max", "attempts"]
 
 
-def configs(path: Path) -> tuple[Any, list[dict[str, Setting]]]:
+def configs(path: Path, subset: dict[str, list[str]]) -> tuple[Any, list[dict[str, Setting]]]:
     exp, _ = load_experiment(path)
     space = grid(exp)
+    for name, keep in subset.items():
+        space[name] = [v for v in space[name] if str(v) in keep]
     names = list(space)
     out: list[dict[str, Setting]] = [dict(zip(names, combo, strict=True))
                                      for combo in itertools.product(*space.values())]
@@ -47,8 +49,9 @@ def label(settings: dict[str, Setting]) -> str:
     return " ".join(f"{k}={'unset' if v is None else v}" for k, v in settings.items())
 
 
-def sweep(path: Path, repeats: int, out: Path, seed: int) -> None:
-    exp, all_configs = configs(path)
+def sweep(path: Path, repeats: int, out: Path, seed: int,
+          subset: dict[str, list[str]]) -> None:
+    exp, all_configs = configs(path, subset)
     schedule = [(c, r) for c in all_configs for r in range(repeats)]
     random.Random(seed).shuffle(schedule)
     results = Path("results") / f"{exp.name}-grid"
@@ -130,13 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/grid.csv"))
     parser.add_argument("--summarize", type=Path, help="summarise an existing CSV instead")
     parser.add_argument("--metric", default="p99_latency")
+    parser.add_argument("--only", action="append", default=[], metavar="PARAM=V1,V2",
+                        help="sweep only these values of a parameter (repeatable)")
     args = parser.parse_args(argv)
+    subset = {k: v.split(",") for k, v in (o.split("=", 1) for o in args.only)}
     if args.summarize:
         summarize(args.summarize, args.metric)
         return 0
     if args.experiment is None:
         parser.error("experiment file required")
-    sweep(args.experiment, args.repeats, args.out, args.seed)
+    sweep(args.experiment, args.repeats, args.out, args.seed, subset)
     summarize(args.out, args.metric)
     return 0
 
