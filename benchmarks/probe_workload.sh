@@ -20,10 +20,12 @@
 #   POINT = "label|stress|ENV=V ENV2=V2"   stress = 1 (stress-ng in cgroup) or 0
 #   Without POINTs a default matrix is used (see DEFAULT_POINTS below).
 # Knobs (environment): RATE=300 WARMUP=5 WINDOW=15 REPEATS=2 CPUS=1
-#   STRESS_WORKERS=2 STRESS_LOAD=50 STRESS_SLICE=10 CONNECTIONS=64
+#   STRESS_WORKERS=2 STRESS_LOAD=25 STRESS_SLICE=10 CONNECTIONS=64
 #   DEMO_LIVE_HEAP_MB / DEMO_WORK_US / DEMO_ALLOC_KB (passed to the demo when set)
 #   OUT=/tmp/atprobe.<pid>  CG_NAME=atprobe  PORT_DEMO=18431  PORT_LG=18432
 #   NOISE_MAX=0.25 (foreign cores above which a row is flagged NOISY)
+#   QUIET_WAIT=300 (max s to wait, before each run, for the host to be quiet)
+#   RETRIES=2      (extra runs of a point whose window was NOISY)
 # Output: a table on stdout and $OUT/results.tsv (one row per run).
 set -euo pipefail
 
@@ -35,13 +37,15 @@ WINDOW=${WINDOW:-15}
 REPEATS=${REPEATS:-2}
 CPUS=${CPUS:-1}
 STRESS_WORKERS=${STRESS_WORKERS:-2}
-STRESS_LOAD=${STRESS_LOAD:-50}
+STRESS_LOAD=${STRESS_LOAD:-25}
 STRESS_SLICE=${STRESS_SLICE:-10}
 CONNECTIONS=${CONNECTIONS:-64}
 CG_NAME=${CG_NAME:-atprobe}
 PORT_DEMO=${PORT_DEMO:-18431}
 PORT_LG=${PORT_LG:-18432}
 NOISE_MAX=${NOISE_MAX:-0.25}
+QUIET_WAIT=${QUIET_WAIT:-300}
+RETRIES=${RETRIES:-2}
 OUT=${OUT:-/tmp/atprobe.$$}
 CG=/sys/fs/cgroup/cpu/$CG_NAME
 CGA=/sys/fs/cgroup/cpuacct/$CG_NAME
@@ -56,6 +60,7 @@ DEFAULT_POINTS=(
   "gmp8|1|GOMAXPROCS=8"
   "fgc100|1|FORCEGC_INTERVAL_MS=100"
   "fgc500|1|FORCEGC_INTERVAL_MS=500"
+  "gogc200|1|GOGC=200"
   "gogc400|1|GOGC=400"
 )
 if [ $# -gt 0 ]; then POINTS=("$@"); else POINTS=("${DEFAULT_POINTS[@]}"); fi
@@ -93,8 +98,9 @@ cleanup() {
   [ -d "$CGA" ] && rmdir "$CGA" 2>/dev/null
   [ -d "$CG" ] && log "WARNING: could not remove $CG"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'rc=$?; [ "$rc" = 0 ] || log "exiting with status $rc"; cleanup' EXIT
+trap 'log "got SIGINT"; exit 130' INT
+trap 'log "got SIGTERM"; exit 143' TERM
 
 # ---------------------------------------------------------------- build
 BIN=$OUT/bin
@@ -122,6 +128,28 @@ start_in_cgroup() {
   sh -c 'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"' \
      "$CG" "$CGA" "$@" >"$logf" 2>&1 &
   PIDS+=("$!")
+}
+
+# busy_cores SECONDS: host-wide busy cores over an interval.
+busy_cores() {
+  local b0 t0 b1 t1
+  read -r b0 t0 < <(host_stat); sleep "$1"; read -r b1 t1 < <(host_stat)
+  python3 -c "print(f'{($b1-$b0)/max($t1-$t0,1)*$NCPU:.2f}')"
+}
+
+# wait_quiet: before a run (none of our processes alive), wait until other
+# users of the host leave it nearly idle; sets PRE_BUSY to the last reading.
+# (Not run in a command substitution, so that signals are handled promptly.)
+PRE_BUSY=0
+wait_quiet() {
+  local waited=0
+  while :; do
+    PRE_BUSY=$(busy_cores 2)
+    if python3 -c "import sys; sys.exit(0 if $PRE_BUSY <= $NOISE_MAX else 1)"; then break; fi
+    if [ "$waited" -ge "$QUIET_WAIT" ]; then log "host still busy ($PRE_BUSY cores), going on"; break; fi
+    if [ "$waited" = 0 ]; then log "host busy ($PRE_BUSY cores not ours); waiting up to ${QUIET_WAIT}s"; fi
+    sleep 5; waited=$((waited + 7))
+  done
 }
 
 host_stat() { awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6; exit}' /proc/stat; } # busy total (jiffies)
@@ -203,12 +231,12 @@ HEADER="label	rep	env	p50_ms	p90_ms	p99_ms	p999_ms	srv_p99_ms	schedlat_p99_ms	rp
 
 # ---------------------------------------------------------------- one point
 run_point() { # run_point LABEL STRESS ENVSTRING REP
-  local label=$1 stress=$2 envs=$3 rep=$4 d="$OUT/run.$1.$4"
-  mkdir -p "$d"
+  local label=$1 stress=$2 envs=$3 rep=$4 d
+  d=$(mktemp -d "$OUT/run.$1.$4.XXX")
   # Host noise before we start anything: foreign busy cores over 1 s.
-  local a0 t0 a1 t1 pre
-  read -r a0 t0 < <(host_stat); sleep 1; read -r a1 t1 < <(host_stat)
-  pre=$(python3 -c "print(f'{($a1-$a0)/max($t1-$t0,1)*$NCPU:.2f}')")
+  local pre
+  wait_quiet
+  pre=$PRE_BUSY
 
   if [ "$stress" = 1 ]; then
     start_in_cgroup "$d/stress.log" stress-ng --cpu "$STRESS_WORKERS" \
@@ -254,6 +282,7 @@ run_point() { # run_point LABEL STRESS ENVSTRING REP
   foreign=$(printf '%s\n' "$row" | awk -F'\t' '{print $20}')
   if python3 -c "import sys; sys.exit(0 if max($foreign, $pre) > $NOISE_MAX else 1)"; then noisy=NOISY; fi
   printf '%s\t%s\n' "$row" "$noisy" | tee -a "$OUT/results.tsv"
+  [ -z "$noisy" ]
 }
 
 log "rate=$RATE/s warmup=${WARMUP}s window=${WINDOW}s repeats=$REPEATS cpus=$CPUS stress=${STRESS_WORKERS}x${STRESS_LOAD}% demo env: DEMO_LIVE_HEAP_MB=${DEMO_LIVE_HEAP_MB:-default} DEMO_WORK_US=${DEMO_WORK_US:-default} DEMO_ALLOC_KB=${DEMO_ALLOC_KB:-default}"
@@ -262,7 +291,10 @@ echo "$HEADER"
 for rep in $(seq "$REPEATS"); do
   for p in "${POINTS[@]}"; do
     IFS='|' read -r label stress envs <<<"$p"
-    run_point "$label" "$stress" "$envs" "$rep" || true
+    for try in $(seq 0 "$RETRIES"); do
+      run_point "$label" "$stress" "$envs" "$rep" && break
+      [ "$try" -lt "$RETRIES" ] && log "$label rep $rep was noisy or failed; re-running"
+    done
   done
 done
 
@@ -273,8 +305,10 @@ rows = list(csv.DictReader(open(sys.argv[1]), delimiter='\t'))
 by = collections.OrderedDict()
 for r in rows:
     by.setdefault(r['label'], []).append(r)
-print('\nsummary (loadgen p99 ms per repeat; * = noisy host)')
+print('\nsummary: loadgen p99 ms of each clean run [noisy runs in brackets]')
 for label, rs in by.items():
-    p99 = ' '.join(f"{float(r['p99_ms']):.1f}{'*' if r['noisy'] else ''}" for r in rs)
-    print(f"  {label:12s} {rs[0]['env']:28s} gmp={rs[0]['gmp']:>2s}  p99: {p99}")
+    clean = [f"{float(r['p99_ms']):.1f}" for r in rs if not r['noisy']]
+    noisy = [f"{float(r['p99_ms']):.1f}" for r in rs if r['noisy']]
+    extra = f"  [{' '.join(noisy)}]" if noisy else ''
+    print(f"  {label:12s} {rs[0]['env']:28s} gmp={rs[0]['gmp']:>2s}  p99: {' '.join(clean)}{extra}")
 PY

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRenardBounds(t *testing.T) {
+	b := renardBounds(-4, 1)
+	if len(b) != 51 || b[0] != 0.0001 || b[len(b)-1] != 10 {
+		t.Fatalf("bounds: len=%d first=%v last=%v", len(b), b[0], b[len(b)-1])
+	}
+	for i := 1; i < len(b); i++ {
+		if !(b[i] > b[i-1]) || b[i]/b[i-1] > 1.3 {
+			t.Fatalf("bounds not ascending fine: %v %v", b[i-1], b[i])
+		}
+	}
+	if got := formatFloat(b[2]); got != "0.00016" {
+		t.Fatalf("label %q", got)
+	}
+}
+
+func TestMergeRuntimeHistogram(t *testing.T) {
+	h := &metrics.Float64Histogram{
+		Counts:  []uint64{1, 2, 3, 4, 5},
+		Buckets: []float64{math.Inf(-1), 1e-6, 2e-6, 1e-3, 0.05, math.Inf(1)},
+	}
+	bounds := []float64{1e-6, 1e-3, 0.01, 1}
+	counts, sum := mergeRuntimeHistogram(h, bounds)
+	// [-Inf,1e-6)->le 1e-6; [1e-6,2e-6)->le 1e-3; [2e-6,1e-3)->le 1e-3; [1e-3,0.05)->le 1; [0.05,+Inf)->+Inf
+	want := []uint64{1, 5, 0, 4, 5}
+	for i := range want {
+		if counts[i] != want[i] {
+			t.Fatalf("counts %v, want %v", counts, want)
+		}
+	}
+	wantSum := 2*1.5e-6 + 3*(2e-6+1e-3)/2 + 4*(1e-3+0.05)/2 + 5*0.05
+	if math.Abs(sum-wantSum) > 1e-12 {
+		t.Fatalf("sum %v want %v", sum, wantSum)
+	}
+}
+
+func TestCheckLoopback(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:80", "localhost:1", "[::1]:8080", "127.0.0.2:9"} {
+		if err := checkLoopback(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"0.0.0.0:80", ":80", "10.0.0.1:80", "example.com:80", "127.0.0.1"} {
+		if checkLoopback(bad) == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestMetricsExposition(t *testing.T) {
+	s := &server{latency: newHistogram(renardBounds(-4, 1)), runtime: newRuntimeCollector(), workIters: 10}
+	s.heap.Store(buildLiveHeap(1))
+	rec := httptest.NewRecorder()
+	s.handleWork(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != 200 {
+		t.Fatalf("work: %d", rec.Code)
+	}
+	s.latency.observe(3 * time.Millisecond)
+	rec = httptest.NewRecorder()
+	s.handleMetrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("content type %q", ct)
+	}
+	body := rec.Body.String()
+	for _, name := range []string{
+		"http_request_duration_seconds", "go_sched_pauses_total_gc_seconds", "go_sched_latencies_seconds",
+		"go_cpu_classes_idle_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
+		"go_cpu_classes_user_cpu_seconds_total", "go_cpu_classes_gc_total_cpu_seconds_total",
+		"go_cpu_classes_scavenge_total_cpu_seconds_total", "go_sched_gomaxprocs_threads",
+		"go_gc_cycles_total_gc_cycles_total", "go_gc_cycles_forced_gc_cycles_total",
+		"go_gc_cycles_automatic_gc_cycles_total", "go_gc_gogc_percent", "go_gc_gomemlimit_bytes",
+		"go_memory_classes_heap_objects_bytes", "go_goroutines", "go_sched_goroutines_goroutines",
+		"go_info", "process_cpu_seconds_total", "go_gc_duration_seconds", "demo_forcegc_interval_ms",
+	} {
+		if !strings.Contains(body, "# TYPE "+name+" ") || !strings.Contains(body, "# HELP "+name+" ") {
+			t.Errorf("missing HELP/TYPE for %s", name)
+		}
+	}
+	for _, line := range []string{
+		`http_request_duration_seconds_bucket{le="0.0001"} `,
+		`http_request_duration_seconds_bucket{le="+Inf"} 2`,
+		`http_request_duration_seconds_count 2`,
+		`go_gc_duration_seconds{quantile="0.5"}`,
+		`go_info{version="go`,
+	} {
+		if !strings.Contains(body, line) {
+			t.Errorf("missing %q", line)
+		}
+	}
+	// Cumulative buckets must be non-decreasing and end at _count.
+	var prev float64
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "go_sched_latencies_seconds_bucket") {
+			var v float64
+			f := strings.Fields(l)
+			if _, err := fmt.Sscan(f[len(f)-1], &v); err != nil || v < prev {
+				t.Fatalf("bad bucket line %q (prev %v)", l, prev)
+			}
+			prev = v
+		}
+	}
+}

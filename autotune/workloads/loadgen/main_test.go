@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestCheckTarget(t *testing.T) {
+	for _, ok := range []string{"http://127.0.0.1:8080/", "http://localhost:1/x", "http://[::1]:9/"} {
+		if _, err := checkTarget(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://10.0.0.1/", "https://127.0.0.1/", "http://example.com/", "http://0.0.0.0:80/", "ftp://127.0.0.1/"} {
+		if _, err := checkTarget(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func newTestLoadgen(target string, rate float64, conns int) *loadgen {
+	return &loadgen{
+		target:      target,
+		method:      http.MethodGet,
+		headers:     http.Header{},
+		rate:        rate,
+		client:      &http.Client{Timeout: 5 * time.Second},
+		connections: conns,
+		queue:       make(chan time.Time, int(10*rate)),
+		hist:        newHistogram(renardBounds(-4, 1)),
+		sendDelay:   newHistogram(renardBounds(-6, 1)),
+	}
+}
+
+// A server that stalls for 300 ms while the generator keeps its schedule: the
+// requests due during the stall must show latencies from their scheduled time,
+// i.e. the generator must not be slowed down (open loop).
+func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
+	var stall atomic.Bool
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stall.Load() {
+			<-release // held until the stall ends
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+
+	lg := newTestLoadgen(srv.URL, 200, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < lg.connections; i++ {
+		wg.Add(1)
+		go lg.worker(ctx, &wg)
+	}
+	lg.start = time.Now()
+	go lg.schedule(ctx)
+
+	time.Sleep(200 * time.Millisecond)
+	stall.Store(true)
+	time.Sleep(300 * time.Millisecond)
+	stall.Store(false)
+	close(release)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	counts, _ := lg.hist.snapshot()
+	var total, over100ms uint64
+	for i, c := range counts {
+		total += c
+		if i == len(lg.hist.bounds) || lg.hist.bounds[i] > 0.1 {
+			over100ms += c
+		}
+	}
+	sched := lg.scheduled.Load()
+	// ~160 requests scheduled in 0.8 s regardless of the stall.
+	if sched < 140 || sched > 180 {
+		t.Fatalf("scheduled %d requests in 0.8 s at 200/s", sched)
+	}
+	// The stall covered ~60 scheduled requests; at least the first ~40 of them
+	// waited more than 100 ms counted from their scheduled time.
+	if over100ms < 25 {
+		t.Fatalf("only %d of %d requests over 100 ms; latency not measured from schedule?", over100ms, total)
+	}
+	if lg.errs.Load() != 0 || lg.dropped.Load() != 0 {
+		t.Fatalf("errors=%d dropped=%d", lg.errs.Load(), lg.dropped.Load())
+	}
+}
+
+func TestMetricsNames(t *testing.T) {
+	lg := newTestLoadgen("http://127.0.0.1:1/", 10, 4)
+	rec := httptest.NewRecorder()
+	lg.handleMetrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, s := range []string{
+		`loadgen_request_duration_seconds_bucket{le="0.0001"} 0`,
+		`loadgen_requests_total{outcome="ok"} 0`,
+		`loadgen_requests_total{outcome="error"} 0`,
+		`loadgen_requests_total{outcome="dropped"} 0`,
+		"# TYPE loadgen_requests_scheduled_total counter",
+		"loadgen_target_rate_per_second 10",
+		"# TYPE loadgen_in_flight gauge",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("missing %q", s)
+		}
+	}
+}
