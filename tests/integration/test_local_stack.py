@@ -138,7 +138,7 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     exp = _local_experiment(tmp_path)
     monkeypatch.chdir(tmp_path)
-    assert main(["run", str(exp), "--plain"]) == 0
+    assert main(["run", str(exp), "--plain", "--no-confirm"]) == 0
     out = capsys.readouterr().out
     assert "2 search trials complete" in out
     records = [json.loads(x) for x in
@@ -217,7 +217,7 @@ def test_users_own_service_without_go_runtime_metrics(tmp_path: Path,
         "load": {"rate": 200, "path": "/ping", "headers": {"X-Test": "1"}},
     }})
     monkeypatch.chdir(tmp_path)
-    assert main(["run", str(exp), "--plain", "--trials", "1"]) == 0
+    assert main(["run", str(exp), "--plain", "--trials", "1", "--no-confirm"]) == 0
     records = [json.loads(x) for x in
                (tmp_path / "results" / "it-local" / "trials.jsonl").read_text().splitlines()]
     assert [r["state"] for r in records] == ["COMPLETE", "COMPLETE"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -135,3 +136,15 @@ def test_status_after_run(workdir: Path) -> None:
     text = subprocess.run([sys.executable, "-m", "autotune.cli", "status", "exp.yaml"],
                           cwd=workdir, capture_output=True, text=True, check=True).stdout
     assert "search trials: 2/6 complete" in text and "best: trial" in text
+
+
+def test_run_confirms_by_default_and_prints_the_verdict(workdir: Path) -> None:
+    p = subprocess.Popen([sys.executable, "-m", "autotune.cli", "run", "exp.yaml", "--plain",
+                          "--trials", "3", "--top", "2", "--repeats", "2"],
+                         cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out
+    assert re.search(r"^verdict: (ADOPT|KEEP CURRENT|INCONCLUSIVE) - ", out, re.MULTILINE), out
+    confirms = [r for r in _journal(workdir) if r["kind"] == "confirm"]
+    assert len(confirms) == 2 * 3  # 2 rounds of 2 candidates + the baseline
+    assert "3 search trials complete" in out
