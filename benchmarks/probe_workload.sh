@@ -144,7 +144,8 @@ PRE_BUSY=0
 wait_quiet() {
   local waited=0
   while :; do
-    PRE_BUSY=$(busy_cores 2)
+    PRE_BUSY=$(busy_cores 2) || true
+    PRE_BUSY=${PRE_BUSY:-9}   # no reading: treat as busy
     if python3 -c "import sys; sys.exit(0 if $PRE_BUSY <= $NOISE_MAX else 1)"; then break; fi
     if [ "$waited" -ge "$QUIET_WAIT" ]; then log "host still busy ($PRE_BUSY cores), going on"; break; fi
     if [ "$waited" = 0 ]; then log "host busy ($PRE_BUSY cores not ours); waiting up to ${QUIET_WAIT}s"; fi

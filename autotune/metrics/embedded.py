@@ -1,4 +1,5 @@
-"""A private Prometheus server for local runs: 127.0.0.1, a free port, a temporary TSDB.
+"""A private Prometheus server for local runs: 127.0.0.1, a free port, a throwaway TSDB under
+``results/<name>/prometheus-<pid>/``.
 
 Scrape targets come from a file_sd file we rewrite for every trial, labelled with the trial's
 generation, so that a query can never mix series from two configurations.
@@ -11,7 +12,6 @@ import logging
 import os
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -54,7 +54,15 @@ class EmbeddedPrometheus:
         if self.process is not None and self.process.running():
             return self.url
         binary = prometheus_binary()
-        self.workdir = Path(tempfile.mkdtemp(prefix="autotune-prometheus-"))
+        # Under results/, named by our PID: a killed run's TSDB is found and removed next time.
+        base = self.logs.parent.resolve()  # Prometheus resolves file_sd paths from its config
+        for stale in base.glob("prometheus-*"):
+            pid = stale.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(stale, ignore_errors=True)
+        self.workdir = base / f"prometheus-{os.getpid()}"
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.mkdir(parents=True)
         interval = f"{max(1, round(self.scrape_interval * 1000))}ms"
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval,
