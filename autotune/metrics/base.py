@@ -28,6 +28,22 @@ class Unavailable:
 Reading = float | Unavailable
 
 
+class ScrapeManager(Protocol):
+    """A Prometheus server that we run ourselves and point at each live candidate (local mode).
+
+    ``start()`` returns its base URL once it answers; ``set_targets`` replaces the scrape targets
+    (job name -> URL) and labels every series with ``labels``; ``stop()`` is idempotent.
+    """
+
+    scrape_interval: float
+
+    def start(self) -> str: ...
+
+    def set_targets(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class MetricSource(Protocol):
     def observe(self, live: Live) -> None: ...
 

@@ -24,8 +24,7 @@ from autotune.errors import MetricsError
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Window
 from autotune.metrics import promql
-from autotune.metrics.base import Reading, Unavailable
-from autotune.metrics.embedded import EmbeddedPrometheus
+from autotune.metrics.base import Reading, ScrapeManager, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ def interpret(result: Any, query: str) -> Reading:
 
 class PrometheusSource:
     def __init__(self, config: Prometheus, clock: Clock, *,
-                 embedded: EmbeddedPrometheus | None = None) -> None:
+                 embedded: ScrapeManager | None = None) -> None:
         if config.url is None and embedded is None:
             raise MetricsError("prometheus.url: required (no private Prometheus for this target)")
         self.config, self.clock, self.embedded = config, clock, embedded

@@ -27,7 +27,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import __version__, proc
+from autotune import __version__, pids
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.study.objective import directions
@@ -193,11 +193,11 @@ def open_existing(exp: Experiment, url: str) -> Studies:
 
 def worker_id() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": proc.start_time(pid)}
+    return {"host": socket.gethostname(), "pid": pid, "start": pids.start_time(pid)}
 
 
 def _alive(worker: dict[str, Any]) -> bool:
-    return proc.alive(int(worker.get("pid", -1)), worker.get("start") or "?")
+    return pids.alive(int(worker.get("pid", -1)), worker.get("start") or "?")
 
 
 def retry(study: optuna.Study, trial: FrozenTrial) -> None:

@@ -16,9 +16,9 @@ import pytest
 import requests
 import yaml
 
-from autotune import gobuild, proc
 from autotune.cli import main
-from autotune.targets.local import free_port
+from autotune.local import gobuild, proc
+from autotune.local.service import free_port
 
 pytestmark = pytest.mark.integration
 

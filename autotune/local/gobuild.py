@@ -14,8 +14,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from autotune import proc
 from autotune.errors import PrerequisiteError
+from autotune.local import proc
 
 WORKLOADS = Path(__file__).parent / "workloads"
 MIN_GO = (1, 25)

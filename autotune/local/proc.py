@@ -22,36 +22,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from autotune.errors import PrerequisiteError
+from autotune.pids import alive, start_time
 
 log = logging.getLogger(__name__)
-
-
-def start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def alive(pid: int, started: str | None) -> bool:
-    """True if ``pid`` is the same process that was recorded (not a recycled PID, not a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[0] != "Z" and (started is None or fields[19] == started)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of one live process (0 if it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)

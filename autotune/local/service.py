@@ -13,12 +13,13 @@ from typing import Any
 
 import requests
 
-from autotune import cgroups, proc
-from autotune.cgroups import CpuLimit
+from autotune import pids
 from autotune.clock import Clock
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
 from autotune.live import Live, Matcher
+from autotune.local import cgroups, proc
+from autotune.local.cgroups import CpuLimit
 from autotune.targets.base import Env, NoiseProbe
 
 log = logging.getLogger(__name__)
@@ -257,9 +258,9 @@ class HostNoise:
     def _ours(self) -> float:
         usage = self.limit.usage_seconds()
         if usage is None:  # affinity: no cgroup accounting; count our live processes
-            pids = [m for e in self.registry.entries() for m in proc.group_members(e.pid)]
-            usage = sum(proc.cpu_seconds(p) for p in pids)
-        return usage + proc.cpu_seconds(os.getpid())
+            members = [m for e in self.registry.entries() for m in proc.group_members(e.pid)]
+            usage = sum(pids.cpu_seconds(m) for m in members)
+        return usage + pids.cpu_seconds(os.getpid())
 
     def begin(self) -> None:
         self._start = (time.monotonic(), _host_busy_seconds(), self._ours())

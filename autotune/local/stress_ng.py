@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune import proc
+from autotune import pids
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError
 from autotune.experiment.models import Stress
 from autotune.live import Live
+from autotune.local import proc
 
 VERIFY_TIMEOUT = 10.0
 RECOVER_TIMEOUT = 15.0
@@ -79,9 +80,9 @@ class StressNgInjector:
             if len(workers) >= stress.workers:
                 if procs_files and not members <= _cgroup_pids(procs_files):
                     raise ChaosError("stress-ng workers are not inside the service's cgroup")
-                before = sum(proc.cpu_seconds(w) for w in workers)
+                before = sum(pids.cpu_seconds(w) for w in workers)
                 time.sleep(0.3)
-                burned = sum(proc.cpu_seconds(w) for w in workers) - before
+                burned = sum(pids.cpu_seconds(w) for w in workers) - before
                 if burned > 0:
                     return {"pid": p.pid, "workers": sorted(workers), "cpu_in_check": burned,
                             "in_cgroup": bool(procs_files)}
@@ -112,7 +113,7 @@ class StressNgInjector:
         for e in self.registry.entries():
             if e.role != "stress-ng" or not e.orphaned():
                 continue
-            if proc.alive(e.pid, e.started):
+            if pids.alive(e.pid, e.started):
                 proc.stop_pid(e.pid)
                 done.append(f"stress-ng pid {e.pid} left by an earlier run")
             self.registry.remove(e.pid)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import requests
 
-from autotune import proc
 from autotune.errors import MetricsError, PrerequisiteError
+from autotune.local import proc
 
 log = logging.getLogger(__name__)
 

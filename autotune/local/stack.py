@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from autotune import cgroups, gobuild, proc
-from autotune.chaos.stress_ng import StressNgInjector
 from autotune.clock import Clock
 from autotune.experiment.models import Experiment
-from autotune.metrics.embedded import EmbeddedPrometheus
+from autotune.local import cgroups, gobuild, proc
+from autotune.local.prometheus import EmbeddedPrometheus
+from autotune.local.service import LocalService
+from autotune.local.stress_ng import StressNgInjector
 from autotune.metrics.prometheus import PrometheusSource
 from autotune.study.trial import Backends
-from autotune.targets.local import LocalService
 
 
 def cgroup_prefix(exp: Experiment) -> str:
