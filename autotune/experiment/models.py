@@ -95,7 +95,14 @@ class Baseline(Model):
 class LoadSpec(Model):
     """Open-loop HTTP load sent to a local target (127.0.0.1 only)."""
 
-    rate: float = Field(default=400.0, gt=0, le=50000, description="requests per second")
+    rate: Annotated[float, Field(gt=0, le=50000)] | Literal["auto"] = Field(
+        default=400.0,
+        description="requests per second, or auto: a short unstressed calibration measures the "
+                    "service's capacity under its CPU limit and sends auto_fraction of it",
+    )
+    auto_fraction: float = Field(
+        default=0.5, gt=0, le=0.95, description="with rate: auto, the share of measured capacity"
+    )
     path: str = Field(default="/", pattern=r"^/")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
     body: str = ""
@@ -123,7 +130,12 @@ class LocalTarget(Model):
     )
     env: dict[str, str] = Field(default_factory=dict)
     cpus: float = Field(default=1.0, gt=0, le=256, description="CFS quota, in CPUs")
-    isolation: Literal["auto", "cgroup", "affinity"] = "auto"
+    isolation: Literal["auto", "cpuset", "cgroup", "affinity"] = Field(
+        default="auto",
+        description="cpuset: the service (and its stress) get their own CPU(s) and quota, the "
+                    "load generator and Prometheus the others; cgroup: quota only; affinity: "
+                    "CPU pinning where no cgroup can be written; auto: the best this host allows",
+    )
     ready_timeout: Duration = 30.0
     load: LoadSpec = Field(default_factory=LoadSpec)
 
@@ -251,11 +263,30 @@ class Goal(Model):
         return " + ".join(f"{w:g}*{m}" for m, w in terms.items())
 
 
+class Design(Model):
+    """What the study measures before the sampler takes over (see autotune/study/design.py)."""
+
+    prior: bool = Field(
+        default=True,
+        description="start with the Go-aware points: GOMAXPROCS at the CPU limit (and the "
+                    "runtime's own default), GOGC raised, no forced GC",
+    )
+    points: int | Literal["auto"] = Field(
+        default="auto",
+        description="space-filling (farthest-point) configurations after the prior; auto: "
+                    "a quarter of study.trials, at least 2",
+    )
+
+
 class Study(Model):
     trials: int = Field(default=30, ge=1, le=100000, description="COMPLETE search trials")
     deadline: Duration | None = Field(default=None, description="no trial starts past this")
     sampler: Literal["auto", "gp", "tpe", "random", "grid"] = "auto"
     seed: int | None = None
+    design: Design = Field(default_factory=Design)
+    enqueue: tuple[dict[str, Scalar], ...] = Field(
+        default=(), description="your own candidates, measured first (origin: enqueued)"
+    )
     storage: str | None = Field(
         default=None, description="SQLAlchemy URL (default sqlite:///results/<name>/study.db)"
     )
