@@ -17,7 +17,7 @@ from pathlib import Path
 from autotune.errors import PrerequisiteError
 from autotune.local import proc
 
-WORKLOADS = Path(__file__).parent / "workloads"
+WORKLOADS = Path(__file__).parent.parent / "workloads"
 MIN_GO = (1, 25)
 
 
