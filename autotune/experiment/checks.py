@@ -14,6 +14,7 @@ def check(exp: Experiment) -> list[str]:
     problems += _check_target(exp)
     problems += _check_metrics(exp)
     problems += _check_measure(exp)
+    problems += _check_study(exp)
     return problems
 
 
@@ -84,18 +85,24 @@ def _check_baseline(exp: Experiment) -> list[str]:
         if name not in known:
             problems.append(f"{at}: unknown parameter (known: {', '.join(known)})")
             continue
-        p = known[name]
         if value is None:
             continue
-        if p.values is None and (p.low is None or p.high is None):
-            continue  # already reported on the parameter
-        if not p.contains(value):
-            domain = (f"one of {list(p.values)}" if p.values is not None
-                      else f"in [{p.low:g}, {p.high:g}]"
-                      + (f" with step {p.step:g}" if p.step else ""))
+        domain = _outside(known[name], value)
+        if domain:
             problems.append(f"{at}: {value!r} is not a value of the parameter (must be {domain}, "
                             "or null for 'unset')")
     return problems
+
+
+def _outside(p: Parameter, value: Scalar) -> str | None:
+    """The parameter's domain in words if ``value`` is outside it, else None."""
+    if p.values is None and (p.low is None or p.high is None):
+        return None  # already reported on the parameter
+    if p.contains(value):
+        return None
+    if p.values is not None:
+        return f"one of {list(p.values)}"
+    return f"in [{p.low:g}, {p.high:g}]" + (f" with step {p.step:g}" if p.step else "")
 
 
 def _check_target(exp: Experiment) -> list[str]:
@@ -188,4 +195,27 @@ def _check_measure(exp: Experiment) -> list[str]:
     one_trial = exp.measure.warmup + exp.measure.window
     if exp.study.deadline is not None and exp.study.deadline < one_trial:
         problems.append("study.deadline: shorter than one trial (warmup + window)")
+    return problems
+
+
+def _check_study(exp: Experiment) -> list[str]:
+    problems = []
+    points = exp.study.design.points
+    if isinstance(points, int) and points < 0:
+        problems.append("study.design.points: must be >= 0")
+    known = {p.name: p for p in exp.parameters}
+    for i, candidate in enumerate(exp.study.enqueue):
+        at = f"study.enqueue[{i}]"
+        for name, value in candidate.items():
+            if name not in known:
+                problems.append(f"{at}.{name}: unknown parameter (known: {', '.join(known)})")
+                continue
+            domain = _outside(known[name], value)
+            if domain:
+                problems.append(f"{at}.{name}: {value!r} is not a value of the parameter "
+                                f"(must be {domain})")
+        # A candidate is a full configuration: nothing is left for the sampler to fill in.
+        missing = [name for name in known if name not in candidate]
+        if missing:
+            problems.append(f"{at}: missing {', '.join(missing)}")
     return problems

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from functools import cache
 from pathlib import Path
-from typing import Any
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from autotune.errors import ExperimentError
 from autotune.experiment.checks import check
@@ -80,21 +83,81 @@ def parse_experiment(text: str) -> Experiment:
     return exp
 
 
-_TYPE_NAMES = {"int", "float", "str", "bool", "none", "literal", "dict", "list", "tuple"}
+# A pydantic error location is a walk through the models: a field name inside a model, an index
+# inside a tuple, a key inside a dict (then "[key]" when the key itself is wrong) and, inside a
+# union of several types, the name of the member that was tried ("int", "Goal",
+# "tuple[Goal, ...]", "literal['auto']"). Spelling cannot tell a member name from a key (a
+# parameter may be called "int"), so the location is walked along the models' own types: only
+# a part that stands where a union is gets dropped as a member name.
+_UNKNOWN: Any = object()  # a type the walk cannot follow: the rest of the location is kept as is
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
+def _locate(loc: tuple[int | str, ...], root: type[BaseModel]) -> tuple[str, bool]:
+    """The path of an error location, and whether the error is about a mapping key itself."""
     out = ""
-    for part in loc:
-        if isinstance(part, int):
+    tp: Any = root
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        i += 1
+        members = _members(tp)
+        if len(members) > 1:  # this part names the union member that was tried
+            tp = _member(members, str(part))
+            continue
+        tp = members[0] if members else _UNKNOWN
+        origin = get_origin(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = _fields(tp).get(str(part))
+            tp = field.annotation if field is not None else _UNKNOWN
+        elif origin is dict:
+            if i == len(loc) - 1 and loc[i] == "[key]":
+                return _join(out, part), True
+            tp = get_args(tp)[1]
+        elif origin in (tuple, list) and isinstance(part, int):
+            args = [a for a in get_args(tp) if a is not Ellipsis]
+            tp = args[0] if origin is list or len(args) == 1 else (
+                args[part] if part < len(args) else _UNKNOWN)
             out += f"[{part}]"
             continue
-        # Pydantic puts the tried union member into the location ("int", "Goal", "tuple[...]").
-        base = part.split("[", 1)[0].lower()
-        if base in _TYPE_NAMES or base.startswith("function-") or part[:1].isupper():
-            continue
-        out += f".{part}" if out else part
-    return out or "(top level)"
+        else:
+            tp = _UNKNOWN
+            if isinstance(part, int):
+                out += f"[{part}]"
+                continue
+        out = _join(out, part)
+    return out or "(top level)", False
+
+
+def _join(out: str, part: int | str) -> str:
+    return f"{out}.{part}" if out else str(part)
+
+
+def _members(tp: Any) -> list[Any]:
+    """The types a value at ``tp`` may have: the members of a union (less None), or ``tp``."""
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if get_origin(tp) in (Union, UnionType):
+        return [m for arg in get_args(tp) if arg is not NoneType for m in _members(arg)]
+    return [] if tp is _UNKNOWN else [tp]
+
+
+def _member(members: list[Any], tag: str) -> Any:
+    """The member of a union that pydantic names ``tag`` (_UNKNOWN if none matches)."""
+    base = tag.split("[", 1)[0].removeprefix("constrained-")
+    for member in members:
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            name = member.__name__
+        else:
+            origin = get_origin(member) or member
+            name = "literal" if origin is Literal else getattr(origin, "__name__", "")
+        if name == base:
+            return member
+    return _UNKNOWN
+
+
+@cache
+def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    return {f.alias or name: f for name, f in model.model_fields.items()}
 
 
 def _message(err: Any) -> str:
@@ -122,7 +185,12 @@ def _message(err: Any) -> str:
 def format_validation_error(e: ValidationError) -> list[str]:
     by_path: dict[str, list[str]] = {}
     for err in e.errors():
-        by_path.setdefault(_path(err["loc"]), []).append(_message(err))
+        path, is_key = _locate(err["loc"], Experiment)
+        message = _message(err)
+        if is_key:
+            message = (f"a key must be text (got {err['input']!r}; quote it)"
+                       if err["type"] == "string_type" else f"key: {message}")
+        by_path.setdefault(path, []).append(message)
     lines = []
     for path, messages in by_path.items():
         unique = list(dict.fromkeys(messages))

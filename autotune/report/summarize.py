@@ -39,8 +39,8 @@ from autotune.report.model import (
     Spread,
     TrialRow,
 )
-from autotune.study.confirm import BASELINE, settings_key, top_configurations
-from autotune.study.space import to_env
+from autotune.study.confirm import BASELINE, top_configurations
+from autotune.study.space import settings_key, to_env
 
 TOP = 3
 """Candidates considered without confirmation runs (``autotune confirm``'s default too)."""

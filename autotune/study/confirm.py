@@ -15,7 +15,6 @@ Configurations are matched by their settings, not by trial number.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import statistics
@@ -29,6 +28,7 @@ from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.loop import trial_summary
 from autotune.study.objective import directions
+from autotune.study.space import settings_key
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,6 @@ class Pick:
     values: tuple[float, ...]
     """Median over the search trials with these settings, one per objective."""
     trials: tuple[int, ...]
-
-
-def settings_key(settings: Mapping[str, Any]) -> str:
-    return json.dumps(dict(settings), sort_keys=True)
 
 
 def _feasible(summary: Mapping[str, Any]) -> bool:

@@ -19,11 +19,12 @@ from autotune import __version__
 from autotune.clock import Clock
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment, Setting
+from autotune.study import design
 from autotune.study import storage as st
 from autotune.study.interrupts import Interrupted, shielded
 from autotune.study.journal import Journal
 from autotune.study.objective import score
-from autotune.study.samplers import make_sampler
+from autotune.study.samplers import REPAIRED_ATTR, make_sampler, measured_everything
 from autotune.study.space import suggest, to_env
 from autotune.study.trial import Backends, TrialFailed, measure
 
@@ -113,6 +114,36 @@ def enqueue_baseline(exp: Experiment, reference: optuna.Study) -> int:
     return missing
 
 
+DESIGN_ATTR = "design"
+"""Search-study user attr: the initial design, enqueued once (a resumed study keeps its own)."""
+
+
+def enqueue_design(
+    exp: Experiment, search: optuna.Study, described: dict[str, Any], budget: int
+) -> int:
+    """Queue the initial design (``design.initial_design``) the first time a study runs; return
+    its size, which replaces the samplers' random start-up phase."""
+    planned = search.user_attrs.get(DESIGN_ATTR)
+    if planned is not None:
+        return len(planned)
+    if exp.study.sampler == "grid":
+        search.set_user_attr(DESIGN_ATTR, [])
+        return 0
+    measured = [t.params for t in search.get_trials(deepcopy=False) if t.params]
+    points = design.initial_design(exp, cpu_limit=design.cpu_limit(described),
+                                   measured=measured, seed=exp.study.seed)[:budget]
+    for point in points:
+        search.enqueue_trial(point.settings, skip_if_exists=True,
+                             user_attrs={"kind": "search", "origin": point.origin,
+                                         "why": point.why, "settings": point.settings})
+    search.set_user_attr(DESIGN_ATTR, [
+        {"settings": p.settings, "origin": p.origin, "why": p.why} for p in points])
+    for p in points:
+        log.info("queued (%s) %s: %s", p.origin,
+                 " ".join(f"{k}={v}" for k, v in p.settings.items()), p.why)
+    return len(points)
+
+
 class StudyRunner:
     def __init__(
         self,
@@ -133,6 +164,7 @@ class StudyRunner:
         self.failed = 0
         self._current: int | None = None
         self._search: optuna.Study | None = None
+        self.design_size = 0
 
     # --- the objective Optuna calls --------------------------------------------------------
 
@@ -155,9 +187,19 @@ class StudyRunner:
             "autotune_version": __version__, "host": socket.gethostname(),
             "experiment_hash": self.hash, "target": self.exp.target.kind,
         }
-        retried = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        system = trial.storage.get_trial_system_attrs(trial._trial_id)
+        retried = system.get("failed_trial")
         if retried is not None:
             record["retry_of"] = retried
+        if kind == "search":
+            # Queued trials (enqueued, prior, design) carry their origin; the rest came from the
+            # sampler, possibly moved off a configuration the study had already measured.
+            record["origin"] = trial.user_attrs.get("origin", "sampler")
+            if trial.user_attrs.get("why"):
+                record["why"] = trial.user_attrs["why"]
+            if REPAIRED_ATTR in system:
+                record["repaired_from"] = system[REPAIRED_ATTR]
+            trial.set_user_attr("origin", record["origin"])
         self.progress.trial_started(trial.number, kind, settings)
         t0 = self.clock.monotonic()
         labels = {"app.kubernetes.io/managed-by": "autotune",
@@ -245,6 +287,7 @@ class StudyRunner:
                 log.warning("left over from an earlier run, removed: %s", line)
             enqueue_baseline(exp, studies.reference)
             described = b.target.describe()
+            self.design_size = enqueue_design(exp, studies.search, described, budget)
             # Reports state the environment the numbers were measured in.
             studies.search.set_user_attr("target", described)
             studies.search.set_user_attr("chaos", exp.chaos.model_dump(mode="json"))
@@ -266,8 +309,14 @@ class StudyRunner:
                                              + self._estimate_trial_seconds() > deadline):
                     stop = "deadline"
                     break
+                if measured_everything(exp, studies.search):
+                    stop = "every configuration measured"
+                    log.info("every configuration of the space has been measured: the search "
+                             "stops (confirmation runs re-measure the best)")
+                    break
                 n = len(studies.search.get_trials(deepcopy=False))
-                self.sampler_name, studies.search.sampler = make_sampler(exp, n)
+                self.sampler_name, studies.search.sampler = make_sampler(
+                    exp, n, startup=self.design_size)
                 studies.search.set_user_attr("sampler", self.sampler_name)
                 self._run_one(studies.search)
                 self._check_failures()

@@ -1,16 +1,27 @@
-"""Sampler choice: an explicit registry, the choice recorded in the study."""
+"""Sampler choice: an explicit registry, the choice recorded in the study, and the wrapper that
+keeps a sampler from measuring a configuration twice."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.util import find_spec
+from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
 
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
+from autotune.study import space
 from autotune.study.space import grid
+
+REPAIRED_ATTR = "autotune:repaired_from"
+"""System attr of a trial whose sampler proposal repeated a measured configuration."""
+
+_TAKEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
 def gp_available() -> bool:
@@ -33,15 +44,96 @@ def resolve(name: str) -> str:
     return name
 
 
-def make_sampler(exp: Experiment, trials_so_far: int) -> tuple[str, optuna.samplers.BaseSampler]:
+def make_sampler(
+    exp: Experiment, trials_so_far: int, *, startup: int = 10
+) -> tuple[str, optuna.samplers.BaseSampler]:
+    """The sampler for the next search trial. ``startup``: how many trials the model-based
+    samplers sample at random before modelling; the initial design replaces that phase, so the
+    loop passes the design's size (at least 2: both models need two points)."""
     name = resolve(exp.study.sampler)
     seed = derive_seed(exp.study.seed, trials_so_far)
+    startup = max(2, startup)
     # Optuna 5 samplers read the values set with trial.set_constraint themselves.
     registry: dict[str, Callable[[], optuna.samplers.BaseSampler]] = {
-        "gp": lambda: optuna.samplers.GPSampler(
-            seed=seed, n_startup_trials=min(10, exp.study.trials // 2 + 1)),
-        "tpe": lambda: optuna.samplers.TPESampler(seed=seed),
+        "gp": lambda: optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup),
+        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup),
         "random": lambda: optuna.samplers.RandomSampler(seed=seed),
         "grid": lambda: optuna.samplers.GridSampler(grid(exp), seed=seed),
     }
-    return name, registry[name]()
+    inner = registry[name]()
+    if name == "grid" or space.size(exp) is None:
+        return name, inner  # the grid never repeats itself; a continuous space practically never
+    return name, NoRepeats(inner, exp, distributions(exp))
+
+
+def distributions(exp: Experiment) -> dict[str, BaseDistribution]:
+    """The Optuna distribution of every parameter, as ``space.suggest`` declares them."""
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+    trial = study.ask()
+    space.suggest(trial, exp)
+    return dict(study._storage.get_trial(trial._trial_id).distributions)
+
+
+class NoRepeats(optuna.samplers.BaseSampler):
+    """Wraps a sampler so that a search trial never measures a configuration the study already
+    measured, is measuring, or has queued.
+
+    The wrapped sampler proposes a whole configuration (its joint model where it has one, its
+    independent sampling for the rest); a proposal that repeats a taken configuration is
+    replaced by the nearest free one in the normalised space (``space.nearest_unmeasured``) and
+    the trial records what the sampler had proposed. Noise is learned from the baseline repeats
+    and the confirmation runs, on purpose, not from accidental search repeats.
+    """
+
+    def __init__(self, inner: optuna.samplers.BaseSampler, exp: Experiment,
+                 dists: dict[str, BaseDistribution]) -> None:
+        self.inner, self.exp, self.dists = inner, exp, dists
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return dict(self.dists)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        inner_space = self.inner.infer_relative_search_space(study, trial)
+        proposal = dict(self.inner.sample_relative(study, trial, inner_space)
+                        if inner_space else {})
+        for name, dist in self.dists.items():
+            if name not in proposal:
+                proposal[name] = self.inner.sample_independent(study, trial, name, dist)
+        taken = {space.settings_key(t.params)
+                 for t in study.get_trials(deepcopy=False, states=_TAKEN)
+                 if t.number != trial.number and t.params}
+        if space.settings_key(proposal) not in taken:
+            return proposal
+        free = space.nearest_unmeasured(self.exp, proposal, taken)
+        if free is None:
+            return proposal  # everything measured: the loop stops before asking again
+        study._storage.set_trial_system_attr(trial._trial_id, REPAIRED_ATTR, proposal)
+        return free
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self.inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self.inner.before_trial(study, trial)
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        self.inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.inner.reseed_rng()
+
+
+def measured_everything(exp: Experiment, study: Study) -> bool:
+    """True when a finite space has no configuration left that no search trial completed."""
+    n = space.size(exp)
+    if n is None:
+        return False
+    done = {space.settings_key(t.params)
+            for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])}
+    return len(done) >= n

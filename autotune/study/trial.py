@@ -47,9 +47,14 @@ PhaseListener = Callable[[str], None]
 
 
 class _Phases:
+    """Times each phase: ``record["phases"]`` sums seconds per phase name; ``record["timeline"]``
+    lists every phase run as ``[name, start, seconds]`` (start from the trial's first phase), so
+    overhead and overlaps can be read per trial."""
+
     def __init__(self, clock: Clock, record: dict[str, Any], listener: PhaseListener) -> None:
         self.clock, self.record, self.listener = clock, record, listener
         self.current = "start"
+        self.origin = clock.monotonic()
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -59,8 +64,11 @@ class _Phases:
         try:
             yield
         finally:
+            seconds = self.clock.monotonic() - t0
             timings = self.record.setdefault("phases", {})
-            timings[name] = round(timings.get(name, 0.0) + self.clock.monotonic() - t0, 3)
+            timings[name] = round(timings.get(name, 0.0) + seconds, 3)
+            self.record.setdefault("timeline", []).append(
+                [name, round(t0 - self.origin, 3), round(seconds, 3)])
 
 
 def measure(

@@ -9,8 +9,9 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.study import storage as st
-from autotune.study.confirm import BASELINE, confirm, plan, settings_key, top_configurations
+from autotune.study.confirm import BASELINE, confirm, plan, top_configurations
 from autotune.study.loop import completed_search, trial_summary
+from autotune.study.space import settings_key
 from tests.report.simstudy import EXPERIMENT, open_sim, run_sim
 
 

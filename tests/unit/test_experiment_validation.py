@@ -118,6 +118,94 @@ def test_invalid_files_name_the_field(text: str, expected: str) -> None:
     assert any(expected in p for p in err.value.problems), err.value.problems
 
 
+def _problems(text: str) -> list[str]:
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(text)
+    return err.value.problems
+
+
+SIMULATED = ("  simulated:\n    optimum: {GOMAXPROCS: 2, gc: 500}\n"
+             "    unset: {GOMAXPROCS: 4, gc: 0}\n")
+
+
+def _local(spec: str) -> str:
+    return _with(SIMULATED, f"  local: {spec}\n")
+
+
+# An error inside a mapping names the key; the union member pydantic tried ("int", "Goal",
+# "tuple[Goal, ...]", "constrained-float") never appears, even where a key is spelled like one.
+KEY_PATHS = [
+    ("simulated optimum", _with("optimum: {GOMAXPROCS: 2,", "optimum: {GOMAXPROCS: [1],"),
+     ["target.simulated.optimum.GOMAXPROCS"]),
+    ("simulated unset", _with("unset: {GOMAXPROCS: 4,", "unset: {GOMAXPROCS: {},"),
+     ["target.simulated.unset.GOMAXPROCS"]),
+    ("key spelled like a type", _with("optimum: {GOMAXPROCS: 2,", "optimum: {int: [1],"),
+     ["target.simulated.optimum.int"]),
+    ("metric value", _with("stress: stress}", "stress: stress, float: 3}"), ["metrics.float"]),
+    ("metric field", _with("p99: surface", "p99: {query: ''}"),
+     ["metrics.p99", "metrics.p99.query"]),
+    ("baseline params", _with("GOMAXPROCS: null, gc", "GOMAXPROCS: [1], gc"),
+     ["baseline.params.GOMAXPROCS"]),
+    ("local env", _local("{env: {GODEBUG: 1}}"), ["target.local.env.GODEBUG"]),
+    ("load headers", _local("{load: {headers: {X-Token: 1}}}"),
+     ["target.local.load.headers.X-Token"]),
+    ("load rate", _local("{load: {rate: fast}}"), ["target.local.load.rate"]),
+    ("prometheus headers", VALID + "prometheus: {headers: {X-Scope-OrgID: 1}}\n",
+     ["prometheus.headers.X-Scope-OrgID"]),
+    ("objective weight", _with("minimize: p99}", "minimize: {Goal: heavy}}"),
+     ["objective", "objective.minimize", "objective.minimize.Goal"]),
+    ("objectives weight",
+     _with("objective: {minimize: p99}", "objective: [{minimize: p99}, {maximize: {str: x}}]"),
+     ["objective", "objective[1].maximize", "objective[1].maximize.str"]),
+    ("enqueue entry", _with("trials: 5}", "trials: 5, enqueue: [{GOMAXPROCS: 2, bool: [0]}]}"),
+     ["study.enqueue[0].bool"]),
+    ("design points", _with("trials: 5}", "trials: 5, design: {points: many}}"),
+     ["study.design.points"]),
+]
+
+
+@pytest.mark.parametrize(("text", "paths"), [(t, p) for _, t, p in KEY_PATHS],
+                         ids=[c[0] for c in KEY_PATHS])
+def test_errors_inside_mappings_name_the_key(text: str, paths: list[str]) -> None:
+    problems = _problems(text)
+    assert sorted(p.split(": ", 1)[0] for p in problems) == paths, problems
+
+
+def test_a_key_that_is_not_text_is_named() -> None:
+    assert _problems(_with("gc: 0}}", "gc: 0, 1: 2}}")) == [
+        "baseline.params.1: a key must be text (got 1; quote it)"]
+
+
+ENQUEUED = "trials: 5, enqueue: [{GOMAXPROCS: 2, gc: 0}, {GOMAXPROCS: 8, gc: 2000}]}"
+
+CROSS_FIELD = [
+    ("enqueue unknown parameter",
+     _with("trials: 5}", "trials: 5, enqueue: [{GOMAXPROC: 2, GOMAXPROCS: 2, gc: 0}]}"),
+     "study.enqueue[0].GOMAXPROC: unknown parameter (known: GOMAXPROCS, gc)"),
+    ("enqueue missing parameter", _with("trials: 5}", ENQUEUED.replace(", gc: 2000", "")),
+     "study.enqueue[1]: missing gc"),
+    ("enqueue outside range",
+     _with("trials: 5}", ENQUEUED.replace("GOMAXPROCS: 8", "GOMAXPROCS: 9")),
+     "study.enqueue[1].GOMAXPROCS: 9 is not a value of the parameter (must be in [1, 8])"),
+    ("enqueue not a value", _with("trials: 5}", ENQUEUED.replace("gc: 0", "gc: 7")),
+     "study.enqueue[0].gc: 7 is not a value of the parameter (must be one of [0, 500, 2000])"),
+    ("design points negative", _with("trials: 5}", "trials: 5, design: {points: -1}}"),
+     "study.design.points: must be >= 0"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [(t, e) for _, t, e in CROSS_FIELD],
+                         ids=[c[0] for c in CROSS_FIELD])
+def test_study_cross_field_checks(text: str, expected: str) -> None:
+    assert _problems(text) == [expected]
+
+
+def test_enqueued_candidates_and_design_points_that_fit_are_valid() -> None:
+    exp = parse_experiment(_with("trials: 5}", ENQUEUED[:-1] + ", design: {points: 0}}"))
+    assert exp.study.enqueue == ({"GOMAXPROCS": 2, "gc": 0}, {"GOMAXPROCS": 8, "gc": 2000})
+    assert exp.study.design.points == 0
+
+
 def test_at_least_twenty_distinct_cases() -> None:
     assert len({expected for _, _, expected in CASES}) >= 20
 
