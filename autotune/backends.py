@@ -32,7 +32,7 @@ def _local(exp: Experiment, results: Path, clock: Clock, context: str | None) ->
 
 
 def _kubernetes(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
-    from autotune.cluster import build
+    from autotune.kubernetes.stack import build
 
     return build(exp, results, clock, context=context)
 

@@ -136,6 +136,10 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=_positive, default=3,
                    help="confirmation rounds; each measures every candidate and the baseline "
                         "once, in a shuffled order (default 3)")
+    p.add_argument("--extra", type=int, default=6, metavar="N",
+                   help="adaptive confirmation: up to N more runs, spent only while the best "
+                        "candidate is not separated from the runner-up or the baseline (default "
+                        "6; 0 = fixed rounds only)")
 
 
 def _load(path: str) -> tuple[Experiment, str]:
@@ -151,7 +155,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if exp.target.kubernetes is None and args.cluster:
         print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
         return EXIT_USAGE
-    from autotune import cluster
+    from autotune.kubernetes import stack as cluster
 
     problems = cluster.validate_cluster(exp, context=args.context) if args.cluster else []
     if args.live:
@@ -208,10 +212,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         with signals_as_exceptions():
             runner, progress = _runner(exp, digest, args.plain, args.context)
             result = runner.run(studies, args.trials or exp.study.trials)
-            confirmed = result.stop_reason == "budget reached" and not args.no_confirm
+            confirmed = (result.stop_reason in ("budget reached", "every configuration measured")
+                         and not args.no_confirm)
             if confirmed:
                 confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
-                        seed=exp.study.seed)
+                        seed=exp.study.seed, extra=args.extra)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
@@ -235,7 +240,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
         with signals_as_exceptions():
             runner, progress = _runner(exp, digest, args.plain, args.context)
             done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
-                           seed=exp.study.seed)
+                           seed=exp.study.seed, extra=args.extra)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
@@ -293,7 +298,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     done: list[str] = []
     with signals_as_exceptions():
         if args.namespace is not None:
-            from autotune import cluster
+            from autotune.kubernetes import stack as cluster
 
             done += cluster.cleanup_namespace(args.namespace, context=args.context,
                                               kubeconfig=args.kubeconfig)

@@ -8,7 +8,7 @@ from autotune.readiness import Check
 
 
 def cluster_checks(exp: Experiment, context: str | None = None) -> list[Check]:
-    from autotune import cluster
+    from autotune.kubernetes import stack as cluster
 
     try:
         problems = cluster.validate_cluster(exp, context=context)

@@ -1,4 +1,4 @@
-"""Ground truth for the local demo: every configuration of an experiment's grid, repeated, in
+r"""Ground truth for the local demo: every configuration of an experiment's grid, repeated, in
 shuffled order, measured with the same trial phases a study uses. Writes one CSV row per trial.
 
     python benchmarks/grid_local.py experiments/local.yaml --repeats 2 --out results/grid.csv
@@ -6,24 +6,40 @@ shuffled order, measured with the same trial phases a study uses. Writes one CSV
 Then summarise (table, repeat spread, best/worst, baseline, per-trial overhead):
 
     python benchmarks/grid_local.py --summarize results/grid.csv
+
+Ad-hoc points instead of the grid (how the demo's defaults were chosen): each --point is a label
+and the variables it sets; the experiment's parameters it does not name stay unset. --env passes
+workload knobs to the service in every trial, --no-stress leaves the CPU stress out. Rate, CPU
+limit, stress level, warm-up and window come from the experiment file. The CSV does not record
+--env or --no-stress: say them in --out.
+
+    python benchmarks/grid_local.py experiments/local.yaml --env DEMO_LIVE_HEAP_MB=64 \
+        --point default --point 'gmp1 GOMAXPROCS=1' --point 'gogc400 GOGC=400' \
+        --out results/heap64.csv
+    python benchmarks/grid_local.py experiments/local.yaml --no-stress --point default \
+        --out results/nostress.csv
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import itertools
 import random
 import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.clock import SystemClock
+from autotune.chaos.base import Injection
+from autotune.clock import Clock, SystemClock
 from autotune.experiment import load_experiment
-from autotune.experiment.models import Setting
+from autotune.experiment.models import Experiment, Setting, Stress
+from autotune.live import Live
 from autotune.local.stack import build
 from autotune.study.interrupts import signals_as_exceptions
 from autotune.study.space import grid, to_env
@@ -32,9 +48,11 @@ from autotune.study.trial import TrialFailed, measure
 FIELDS = ["order", "config", "repeat", "state", "failure", "seconds", "overhead_s",
           "foreign_cores_max", "attempts"]
 
+Point = tuple[str, Mapping[str, str | None]]
+"""A label and the environment of the service (None: the variable is unset)."""
 
-def configs(path: Path, subset: dict[str, list[str]]) -> tuple[Any, list[dict[str, Setting]]]:
-    exp, _ = load_experiment(path)
+
+def configs(exp: Experiment, subset: dict[str, list[str]]) -> list[dict[str, Setting]]:
     space = grid(exp)
     for name, keep in subset.items():
         space[name] = [v for v in space[name] if str(v) in keep]
@@ -42,35 +60,68 @@ def configs(path: Path, subset: dict[str, list[str]]) -> tuple[Any, list[dict[st
     out: list[dict[str, Setting]] = [dict(zip(names, combo, strict=True))
                                      for combo in itertools.product(*space.values())]
     out.insert(0, exp.baseline_settings())
-    return exp, out
+    return out
 
 
 def label(settings: dict[str, Setting]) -> str:
     return " ".join(f"{k}={'unset' if v is None else v}" for k, v in settings.items())
 
 
-def sweep(path: Path, repeats: int, out: Path, seed: int,
-          subset: dict[str, list[str]]) -> None:
-    exp, all_configs = configs(path, subset)
-    schedule = [(c, r) for c in all_configs for r in range(repeats)]
+def points(exp: Experiment, subset: dict[str, list[str]], named: Sequence[Point],
+           extra: Mapping[str, str]) -> list[Point]:
+    """The grid's configurations, or the named points; ``extra`` is added to every one."""
+    if named:
+        unset = to_env(exp, {})
+        return [(name, {**unset, **extra, **env}) for name, env in named]
+    return [(label(c), {**to_env(exp, c), **extra}) for c in configs(exp, subset)]
+
+
+class NoStress:
+    """An Injector that injects nothing (--no-stress): the service is measured alone."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def inject(self, live: Live, stress: Stress, duration: float,
+               labels: Mapping[str, str]) -> Injection:
+        return Injection(id="no-stress", started=self.clock.now(), details={"stress": "none"})
+
+    def recover(self, injection: Injection) -> None:
+        pass
+
+    def active(self) -> list[str]:
+        return []
+
+    def cleanup(self) -> list[str]:
+        return []
+
+
+def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list[str]],
+          named: Sequence[Point] = (), extra: Mapping[str, str] | None = None,
+          stress: bool = True) -> None:
+    exp, _ = load_experiment(path)
+    schedule = [(p, r) for p in points(exp, subset, named, extra or {}) for r in range(repeats)]
     random.Random(seed).shuffle(schedule)
     results = Path("results") / f"{exp.name}-grid"
     results.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
     backends = build(exp, results, clock)
+    trial_backends = backends if stress else dataclasses.replace(backends,
+                                                                 injector=NoStress(clock))
+    print(f"{len(schedule)} trials; stress: {exp.chaos.stress if stress else 'none'}; "
+          f"extra env: {dict(extra or {})}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     metric_names = list(exp.metrics)
     with out.open("w", newline="") as f, signals_as_exceptions():
         writer = csv.DictWriter(f, fieldnames=FIELDS + metric_names)
         writer.writeheader()
         try:
-            for order, (settings, repeat) in enumerate(schedule):
+            for order, ((config, env), repeat) in enumerate(schedule):
                 record: dict[str, Any] = {}
                 t0 = time.monotonic()
-                row: dict[str, Any] = {"order": order, "config": label(settings),
-                                       "repeat": repeat}
+                row: dict[str, Any] = {"order": order, "config": config, "repeat": repeat}
                 try:
-                    metrics = measure(exp, backends, to_env(exp, settings), clock=clock,
+                    metrics = measure(exp, trial_backends, env, clock=clock,
                                       labels={"autotune/trial": f"grid-{order}"}, record=record)
                     row.update(state="COMPLETE", **metrics)
                 except TrialFailed as e:
@@ -100,7 +151,11 @@ def summarize(path: Path, metric: str) -> None:
     for r in rows:
         if r["state"] == "COMPLETE":
             by[r["config"]].append(float(r[metric]))
+    failures = "".join(f"\n  FAIL {r['config']}: {r['failure']}" for r in failed)
     table = sorted(by.items(), key=lambda kv: statistics.median(kv[1]))
+    if not table:
+        print(f"{len(rows)} trials, none COMPLETE{failures}")
+        return
     print(f"{'configuration':<45} {'median ms':>10} {'repeats (ms)':<30}")
     for config, values in table:
         print(f"{config:<45} {statistics.median(values) * 1000:>10.2f} "
@@ -120,8 +175,23 @@ def summarize(path: Path, metric: str) -> None:
         print("per-trial overhead beyond warm-up + window: "
               f"median {statistics.median(overhead):.2f}s,"
               f" max {max(overhead):.2f}s")
-    print(f"{len(rows)} trials, {len(failed)} failed"
-          + "".join(f"\n  FAIL {r['config']}: {r['failure']}" for r in failed))
+    print(f"{len(rows)} trials, {len(failed)} failed{failures}")
+
+
+def point(spec: str) -> Point:
+    """--point 'LABEL [VAR=VALUE ...]'"""
+    name, *assignments = spec.split() or [""]
+    if not name or "=" in name:
+        raise argparse.ArgumentTypeError(f"{spec!r}: want 'LABEL [VAR=VALUE ...]'")
+    return name, dict(assignment(a) for a in assignments)
+
+
+def assignment(spec: str) -> tuple[str, str]:
+    """--env VAR=VALUE"""
+    var, sep, value = spec.partition("=")
+    if not var or not sep:
+        raise argparse.ArgumentTypeError(f"{spec!r}: want VAR=VALUE")
+    return var, value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", default="p99_latency")
     parser.add_argument("--only", action="append", default=[], metavar="PARAM=V1,V2",
                         help="sweep only these values of a parameter (repeatable)")
+    parser.add_argument("--point", action="append", default=[], type=point,
+                        metavar="'LABEL [VAR=VALUE ...]'",
+                        help="measure this point instead of the grid; parameters it does not "
+                             "set are unset (repeatable)")
+    parser.add_argument("--env", action="append", default=[], type=assignment,
+                        metavar="VAR=VALUE",
+                        help="also set this for the service in every trial, e.g. "
+                             "DEMO_LIVE_HEAP_MB=64 (repeatable)")
+    parser.add_argument("--no-stress", action="store_true",
+                        help="measure without the experiment's CPU stress")
     args = parser.parse_args(argv)
     subset = {k: v.split(",") for k, v in (o.split("=", 1) for o in args.only)}
     if args.summarize:
@@ -142,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.experiment is None:
         parser.error("experiment file required")
-    sweep(args.experiment, args.repeats, args.out, args.seed, subset)
+    if args.point and args.only:
+        parser.error("--point and --only do not mix: --only selects from the grid")
+    sweep(args.experiment, args.repeats, args.out, args.seed, subset, named=args.point,
+          extra=dict(args.env), stress=not args.no_stress)
     summarize(args.out, args.metric)
     return 0
 

@@ -1,11 +1,31 @@
-"""A CPU limit like a Kubernetes container's: a cgroup with a CFS quota, or CPU affinity.
+"""A CPU limit like a Kubernetes container's: a cgroup with a CFS quota, its own CPUs, or affinity.
 
 Layout: ``autotune-<study>-<pid>/`` (no limit) with ``service/`` (the quota; the service and the
 stress run here, so the stress eats the service's own CPU limit, as chaos-daemon's does) and
 ``tools/`` (load generator and Prometheus, for CPU accounting only). cgroup v2 uses ``cpu.max``;
 v1 uses ``cpu.cfs_quota_us`` and, where ``cpuacct`` is mounted separately, the same path there
-for usage. Where no cgroup can be written, ``affinity`` pins the service and stress to
-``ceil(cpus)`` CPUs instead, which limits parallelism but not time: every trial records that.
+for usage.
+
+Isolation, best first:
+
+- ``cpuset``: the quota, and the cpuset controller keeps the tools (load generator, Prometheus
+  and, on cgroup v1 where cpuset is a separate hierarchy, autotune itself, which moves back before
+  removing the group) on one CPU of their own (the lowest-numbered) and gives ``service/`` all
+  the others. v1 needs ``cpuset.cpus`` and ``cpuset.mems`` written, parent first, before any task
+  joins. The service keeps more CPUs than its quota where the host has them, as a pod on a node
+  has: its quota then still throttles parallel bursts, and Go's default GOMAXPROCS is still
+  ``max(2, ceil(cpus))``. With only ``ceil(cpus)`` CPUs left for it (a 2-CPU host and
+  ``cpus: 1``), neither holds: the quota can never bind, Go defaults to ``ceil(cpus)`` Ps, and
+  stress competes with the service for the same core by time-slicing, which changes the response
+  surface (measured on 2 CPUs, stress 2x25 %, 300 rps, p99: GOMAXPROCS=1 6 ms with the quota
+  alone, 21 ms in a 1-CPU cpuset; the default 13 ms vs 21 ms). ``auto`` therefore takes a cpuset
+  only where the service keeps at least ``ceil(cpus) + 1`` CPUs; ``cpuset`` asked for explicitly
+  also takes the tight one, and says so in ``note``.
+- ``cgroup``: the quota only; every process may run on every CPU.
+- ``affinity``: where no cgroup can be written, the service and stress are pinned to
+  ``ceil(cpus)`` CPUs, which limits parallelism but not time.
+
+Every trial records which one it got, and why not a better one (``note``).
 """
 
 from __future__ import annotations
@@ -13,14 +33,15 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError
 
 ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
+CHILDREN = ("service", "tools")
 
 
 @dataclass(frozen=True)
@@ -29,6 +50,10 @@ class Mode:
     cpu_root: Path | None = None
     acct_root: Path | None = None
     reason: str = ""
+    cpuset_root: Path | None = None
+    """Where a cpuset can be made (v1: the cpuset hierarchy; v2: the same root); None if not."""
+    cpuset_reason: str = ""
+    """Why no cpuset can be made, when ``cpuset_root`` is None."""
 
 
 def _writable_dir(path: Path) -> bool:
@@ -47,10 +72,16 @@ def detect(root: Path = ROOT) -> Mode:
     reasons = []
     controllers = root / "cgroup.controllers"
     if controllers.exists():
-        if "cpu" in controllers.read_text().split() and _writable_dir(root):
+        available = controllers.read_text().split()
+        if "cpu" in available and _writable_dir(root):
             subtree = (root / "cgroup.subtree_control").read_text().split()
-            if "cpu" in subtree or _enable_cpu_v2(root):
-                return Mode("v2", root, root)
+            if "cpu" in subtree or _enable_v2(root, "cpu"):
+                if "cpuset" not in available:
+                    return Mode("v2", root, root, cpuset_reason="cgroup v2: no cpuset controller")
+                if "cpuset" in subtree or _enable_v2(root, "cpuset"):
+                    return Mode("v2", root, root, cpuset_root=root)
+                return Mode("v2", root, root,
+                            cpuset_reason="cgroup v2: cannot enable the cpuset controller")
             reasons.append("cgroup v2: cannot enable the cpu controller for children")
         else:
             reasons.append("cgroup v2: cpu controller missing or not writable")
@@ -61,38 +92,162 @@ def detect(root: Path = ROOT) -> Mode:
             acct_root = acct if (acct / "cpuacct.usage").exists() else None
             if (cpu / "cpuacct.usage").exists():
                 acct_root = cpu
-            return Mode("v1", cpu, acct_root)
+            cpuset = root / "cpuset"
+            if not (cpuset / "cpuset.cpus").exists():
+                return Mode("v1", cpu, acct_root, cpuset_reason="cgroup v1: no cpuset hierarchy")
+            if not _writable_dir(cpuset):
+                return Mode("v1", cpu, acct_root,
+                            cpuset_reason="cgroup v1: /sys/fs/cgroup/cpuset not writable")
+            return Mode("v1", cpu, acct_root, cpuset_root=cpuset)
         reasons.append("cgroup v1: /sys/fs/cgroup/cpu not writable (run as root)")
     else:
         reasons.append("no cgroup v1 cpu controller")
     return Mode("affinity", reason="; ".join(reasons))
 
 
-def _enable_cpu_v2(root: Path) -> bool:
+def _enable_v2(root: Path, controller: str) -> bool:
     try:
-        (root / "cgroup.subtree_control").write_text("+cpu")
+        (root / "cgroup.subtree_control").write_text(f"+{controller}")
     except OSError:
         return False
     return True
 
 
+def parse_cpu_list(text: str) -> list[int]:
+    """``"0-2,4"`` -> ``[0, 1, 2, 4]`` (the kernel's cpuset list format)."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return sorted(out)
+
+
+def format_cpu_list(cpus: list[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+TIGHT_NOTE = ("cpuset leaves the service only {n} CPU(s), no more than its quota: the quota "
+              "cannot throttle it, Go's default GOMAXPROCS is {n} (in a pod on a bigger node: "
+              "max(2, ceil(cpus))), and stress time-slices with it on the same core(s)")
+
+
+def split_cpus(available: list[int], cpus: float,
+               tight: bool = False) -> tuple[list[int], list[int]] | str:
+    """(service CPUs, tools CPUs): the lowest-numbered CPU for the tools, the rest for the
+    service, which must keep at least ``ceil(cpus) + 1`` (``ceil(cpus)`` if ``tight``) of them.
+    A string says why not."""
+    n = max(1, math.ceil(cpus))
+    need = n + 1 if tight else n + 2
+    if len(available) < need:
+        why = ("" if tight else
+               f" (ceil({cpus:g}) + 1 for the service, so its quota still binds as in a pod, "
+               "+ 1 for the load generator; isolation: cpuset accepts one CPU less)")
+        return f"cpuset: {len(available)} CPU(s) available, need {need}{why}"
+    ordered = sorted(available)
+    return ordered[1:], ordered[:1]
+
+
+def _available_cpus(mode: Mode) -> list[int]:
+    assert mode.cpuset_root is not None
+    name = "cpuset.effective_cpus" if mode.kind == "v1" else "cpuset.cpus.effective"
+    try:
+        allowed = parse_cpu_list((mode.cpuset_root / name).read_text())
+    except OSError:
+        allowed = sorted(os.sched_getaffinity(0))
+    return sorted(set(allowed) & os.sched_getaffinity(0))
+
+
+def _own_cpuset(mode: Mode) -> str | None:
+    """The cpuset cgroup this process is in (v1), relative to the hierarchy's root."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if mode.kind == "v1" and "cpuset" in controllers.split(","):
+            return path
+    return None
+
+
 @dataclass
 class CpuLimit:
-    """The cgroups (or CPU set) of one study run; ``remove()`` tears them down."""
+    """The cgroups (or CPU set) of one study run; ``remove()`` tears them down.
+
+    ``want_cpuset``: give the service its own CPUs when the host allows it; otherwise ``note``
+    says why not and the limit is the quota alone.
+    """
 
     mode: Mode
     cpus: float
     name: str
+    want_cpuset: bool = False
+    tight_cpuset: bool = False
+    """Accept a cpuset that leaves the service no more CPUs than its quota (see TIGHT_NOTE)."""
+    join_tools: bool = True
+    """With a v1 cpuset, move this process (autotune) into ``tools/`` while the limit exists."""
+    clock: Clock = field(default_factory=SystemClock)
     dirs: list[Path] = field(default_factory=list)
     cpu_set: set[int] = field(default_factory=set)
+    service_cpus: list[int] = field(default_factory=list)
+    tools_cpus: list[int] = field(default_factory=list)
+    note: str = ""
+    joined_from: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode.kind == "affinity":
+            self.note = self.mode.reason
+            return
+        if not self.want_cpuset:
+            return
+        if self.mode.cpuset_root is None:
+            self.note = self.mode.cpuset_reason
+            return
+        plan = split_cpus(_available_cpus(self.mode), self.cpus, self.tight_cpuset)
+        if isinstance(plan, str):
+            self.note = plan
+            return
+        self.service_cpus, self.tools_cpus = plan
+        if len(self.service_cpus) <= self.cpus:
+            self.note = TIGHT_NOTE.format(n=len(self.service_cpus))
 
     @property
     def isolation(self) -> str:
-        return "cgroup " + self.mode.kind if self.mode.kind != "affinity" else "affinity"
+        """``cpuset``, ``cgroup`` or ``affinity`` (see the module docstring)."""
+        if self.mode.kind == "affinity":
+            return "affinity"
+        return "cpuset" if self.service_cpus else "cgroup"
+
+    def facts(self) -> dict[str, object]:
+        """JSON-able: what isolation the service has, on which CPUs, and why not better."""
+        out: dict[str, object] = {"isolation": self.isolation}
+        if self.mode.kind != "affinity":
+            out["cgroup_version"] = self.mode.kind
+        if self.service_cpus:
+            out.update(service_cpus=self.service_cpus, tools_cpus=self.tools_cpus,
+                       autotune_in_tools=self.join_tools and self.mode.kind == "v1")
+        if self.cpu_set:
+            out["service_cpus"] = sorted(self.cpu_set)
+        if self.note:
+            out["isolation_note"] = self.note
+        return out
+
+    def _roots(self) -> list[Path]:
+        roots = {r for r in (self.mode.cpu_root, self.mode.acct_root) if r is not None}
+        if self.service_cpus and self.mode.cpuset_root is not None:
+            roots.add(self.mode.cpuset_root)
+        return sorted(roots)
+
+    def _all_roots(self) -> list[Path]:
+        """Every hierarchy a limit of this name may have directories in (for removal)."""
+        roots = {r for r in (self.mode.cpu_root, self.mode.acct_root, self.mode.cpuset_root)
+                 if r is not None}
+        return sorted(roots)
 
     def _paths(self, child: str) -> list[Path]:
-        roots = {r for r in (self.mode.cpu_root, self.mode.acct_root) if r is not None}
-        return [r / self.name / child for r in sorted(roots)]
+        return [r / self.name / child for r in self._roots()]
 
     def procs_files(self, child: str) -> list[str]:
         """The ``cgroup.procs`` files a process must join to be in ``child`` (service/tools)."""
@@ -106,26 +261,73 @@ class CpuLimit:
             available = sorted(os.sched_getaffinity(0))
             self.cpu_set = set(available[-n:])
             return
-        for child in ("service", "tools"):
-            for path in self._paths(child):
+        roots = self._roots()
+        for root in roots:
+            for path in (root / self.name, *(root / self.name / c for c in CHILDREN)):
                 path.mkdir(parents=True, exist_ok=True)
-                self.dirs.append(path)
+                if path not in self.dirs:
+                    self.dirs.append(path)
         assert self.mode.cpu_root is not None
-        service = self.mode.cpu_root / self.name / "service"
+        base = self.mode.cpu_root / self.name
         quota = max(1000, round(self.cpus * PERIOD_US))
         if self.mode.kind == "v2":
-            if "cpu" not in (self.mode.cpu_root / self.name / "cgroup.subtree_control").read_text():
-                (self.mode.cpu_root / self.name / "cgroup.subtree_control").write_text("+cpu")
-            (service / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+            controllers = "+cpu +cpuset" if self.service_cpus else "+cpu"
+            if any(c[1:] not in (base / "cgroup.subtree_control").read_text().split()
+                   for c in controllers.split()):
+                (base / "cgroup.subtree_control").write_text(controllers)
+            (base / "service" / "cpu.max").write_text(f"{quota} {PERIOD_US}")
         else:
-            (service / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (service / "cpu.cfs_quota_us").write_text(str(quota))
+            (base / "service" / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (base / "service" / "cpu.cfs_quota_us").write_text(str(quota))
+        if self.service_cpus:
+            self._write_cpusets()
+            if self.join_tools and self.mode.kind == "v1":
+                self._join_tools()
+
+    def _write_cpusets(self) -> None:
+        """CPUs (and, on v1, memory nodes) of the parent first, then of each child."""
+        assert self.mode.cpuset_root is not None
+        base = self.mode.cpuset_root / self.name
+        plan = {base: self.service_cpus + self.tools_cpus, base / "service": self.service_cpus,
+                base / "tools": self.tools_cpus}
+        mems = None
+        if self.mode.kind == "v1":
+            mems = (self.mode.cpuset_root / "cpuset.effective_mems").read_text().strip()
+            if not mems:
+                mems = (self.mode.cpuset_root / "cpuset.mems").read_text().strip()
+        for path, cpus in plan.items():
+            if self.mode.kind == "v2" and path == base:
+                continue  # v2: a child's cpuset.cpus need only be within the parent's effective
+            (path / "cpuset.cpus").write_text(format_cpu_list(cpus))
+            if mems is not None:
+                (path / "cpuset.mems").write_text(mems)
+
+    def _join_tools(self) -> None:
+        assert self.mode.cpuset_root is not None
+        origin = _own_cpuset(self.mode)
+        if origin is None:
+            return
+        (self.mode.cpuset_root / self.name / "tools" / "cgroup.procs").write_text(
+            str(os.getpid()))
+        self.joined_from = origin
+
+    def _leave_tools(self) -> None:
+        if self.joined_from is None or self.mode.cpuset_root is None:
+            return
+        home = self.mode.cpuset_root / self.joined_from.lstrip("/") / "cgroup.procs"
+        try:
+            home.write_text(str(os.getpid()))
+        except OSError:
+            # Our old cpuset is gone: the hierarchy's root always takes us.
+            (self.mode.cpuset_root / "cgroup.procs").write_text(str(os.getpid()))
+        self.joined_from = None
 
     def pids(self, child: str) -> list[int]:
         out: set[int] = set()
-        for path in self._paths(child):
+        for root in self._all_roots():
             with contextlib.suppress(OSError):
-                out.update(int(x) for x in (path / "cgroup.procs").read_text().split())
+                text = (root / self.name / child / "cgroup.procs").read_text()
+                out.update(int(x) for x in text.split())
         return sorted(out)
 
     @staticmethod
@@ -161,39 +363,58 @@ class CpuLimit:
         return None
 
     def remove(self, timeout: float = 10.0) -> list[str]:
-        """Kill what is still inside, then remove the directories (children first)."""
+        """Move autotune out of ``tools/``, kill what is still inside, then remove the
+        directories (children first) in every hierarchy, the cpuset one included."""
         if self.mode.kind == "affinity":
             return []
+        self._leave_tools()
         leftovers = []
-        for child in ("service", "tools"):
+        me = os.getpid()
+        for child in CHILDREN:
             for pid in self.pids(child):
+                if pid == me:
+                    continue
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
                 leftovers.append(f"pid {pid} in {child}")
-        deadline = time.monotonic() + timeout
-        roots = {r for r in (self.mode.cpu_root, self.mode.acct_root) if r is not None}
-        targets = [r / self.name / child for r in roots for child in ("service", "tools")]
+        roots = self._all_roots()
+        targets = [r / self.name / child for r in roots for child in CHILDREN]
         targets += [r / self.name for r in roots]
-        for path in sorted(set(targets), key=lambda p: -len(p.parts)):
-            while path.exists():
-                try:
-                    path.rmdir()
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise PrerequisiteError(f"cannot remove cgroup {path}: "
-                                                f"still holds {self._procs(path)}") from None
-                    time.sleep(0.05)
+        deadline = self.clock.monotonic() + timeout
+        for path in sorted(set(targets), key=lambda p: (-len(p.parts), str(p))):
+            self._rmdir(path, deadline)
         self.dirs.clear()
         return leftovers
 
 
+    def _rmdir(self, path: Path, deadline: float) -> None:
+        """Remove one cgroup directory, retrying while its last tasks finish exiting."""
+
+        def removed() -> bool:
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                return True
+            except OSError:
+                return False
+            return True
+
+        def stuck(_: object) -> PrerequisiteError:
+            return PrerequisiteError(f"cannot remove cgroup {path}: "
+                                     f"still holds {self._procs(path)}")
+
+        wait_until(self.clock, removed, max(0.0, deadline - self.clock.monotonic()), 0.02,
+                   error=stuck)
+
+
 def stale(prefix: str, mode: Mode) -> list[CpuLimit]:
-    """Cgroups named ``<prefix>-<pid>`` whose creating process is gone."""
-    if mode.cpu_root is None:
-        return []
-    found = []
-    for path in mode.cpu_root.glob(f"{prefix}-*"):
-        pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            found.append(CpuLimit(mode=mode, cpus=1.0, name=path.name))
-    return found
+    """Cgroups named ``<prefix>-<pid>`` whose creating process is gone (in any hierarchy)."""
+    found: dict[str, CpuLimit] = {}
+    for root in (mode.cpu_root, mode.acct_root, mode.cpuset_root):
+        if root is None:
+            continue
+        for path in root.glob(f"{prefix}-*"):
+            pid = path.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                found.setdefault(path.name, CpuLimit(mode=mode, cpus=1.0, name=path.name))
+    return list(found.values())

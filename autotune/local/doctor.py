@@ -39,7 +39,12 @@ def _isolation() -> Check:
                      f"cgroups not writable ({mode.reason}); trials would fall back to CPU "
                      "affinity (limits parallelism, not CPU time)",
                      "run as root, or on a machine with a writable cgroup cpu controller")
-    return Check("CPU limit", True, f"cgroup {mode.kind} at {mode.cpu_root}")
+    cpuset = (f"cpuset at {mode.cpuset_root}" if mode.cpuset_root is not None
+              else f"no cpuset ({mode.cpuset_reason}): the load shares the service's CPUs")
+    available = len(os.sched_getaffinity(0))
+    if mode.cpuset_root is not None and available < 2:
+        cpuset += f"; but only {available} CPU: no CPU left for the load generator"
+    return Check("CPU limit", True, f"cgroup {mode.kind} at {mode.cpu_root}; {cpuset}")
 
 
 def local_checks() -> list[Check]:

@@ -1,8 +1,10 @@
 """Build the shipped Go workloads (demo service, load generator, echo) with a local toolchain.
 
-Offline and reproducible: ``GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0``, standard library
-only. Binaries are cached under the user's cache directory, keyed by the sources and the Go
-version, so the first trial does not pay for a build.
+The workloads are one Go module (``autotune/workloads``): each is a command ``./cmd/<name>``
+sharing the packages under ``internal/``. Offline and reproducible: ``GOTOOLCHAIN=local
+GOPROXY=off CGO_ENABLED=0``, standard library only. Binaries are cached under the user's cache
+directory, keyed by the module's sources and the Go version, so the first trial does not pay for
+a build.
 """
 
 from __future__ import annotations
@@ -54,27 +56,34 @@ def _env() -> dict[str, str]:
     return env
 
 
+def names() -> list[str]:
+    """The workloads ``build`` accepts: the module's commands, ``cmd/<name>``."""
+    return sorted(main.parent.name for main in (WORKLOADS / "cmd").glob("*/main.go"))
+
+
 def build(name: str) -> Path:
     """Return the path of the built workload ``name``, building it if needed."""
-    src = WORKLOADS / name
-    if not (src / "go.mod").exists():
-        raise PrerequisiteError(f"no such workload: {name}")
+    shipped = names()
+    if name not in shipped:
+        raise PrerequisiteError(f"no such workload: {name} "
+                                f"(there are: {', '.join(shipped) or 'none; reinstall autotune'})")
     go = find_go()
     major, minor, version = go_version(go)
     if (major, minor) < MIN_GO:
         raise PrerequisiteError(f"{go} is {version}; autotune's workloads need go >= 1.25 "
                                 "(pip install 'autotune[local]')")
     digest = hashlib.sha256(version.encode())
-    for path in sorted(src.rglob("*")):
+    for path in sorted(WORKLOADS.rglob("*")):
         if path.is_file() and path.suffix in (".go", ".mod"):
-            digest.update(path.relative_to(src).as_posix().encode())
+            digest.update(path.relative_to(WORKLOADS).as_posix().encode())
             digest.update(path.read_bytes())
     out = cache_dir() / "bin" / f"{name}-{digest.hexdigest()[:12]}"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
-    code, log = proc.run([go, "build", "-trimpath", "-o", str(tmp), "."], env=_env(), cwd=src)
+    code, log = proc.run([go, "build", "-trimpath", "-o", str(tmp), f"./cmd/{name}"],
+                         env=_env(), cwd=WORKLOADS)
     if code != 0:
         raise PrerequisiteError(f"building {name} with {version} failed:\n{log.strip()}")
     os.replace(tmp, out)

@@ -15,12 +15,12 @@ import logging
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError
 from autotune.pids import alive, start_time
 
@@ -83,24 +83,43 @@ class Registry:
         return done
 
 
-def stop_pid(pid: int, grace: float = 5.0) -> bool:
+POLL = 0.01
+"""Seconds between checks while waiting for a process group to end."""
+
+
+def stop_pid(pid: int, grace: float = 5.0, clock: Clock | None = None) -> bool:
     """SIGTERM the process group led by ``pid``, SIGKILL after ``grace``. True if it stopped."""
+    return not stop_pids([pid], grace, clock)
+
+
+def stop_pids(pids: Sequence[int], grace: float = 5.0, clock: Clock | None = None) -> list[int]:
+    """Stop several process groups at once (SIGTERM to all, wait, SIGKILL to those left).
+
+    Returns the groups still alive afterwards (empty when all stopped).
+    """
+    clock = clock or SystemClock()
+    left = list(pids)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            if not _group_exists(pid):
-                return True
-            time.sleep(0.05)
-    return not _group_exists(pid)
+        for pid in left:
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+
+        def gone() -> bool:
+            nonlocal left
+            for pid in left:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            left = [pid for pid in left if _group_exists(pid)]
+            return not left
+
+        if wait_until(clock, gone, wait, POLL):
+            return []
+    return left
 
 
 def _group_exists(pgid: int) -> bool:
@@ -149,12 +168,19 @@ class Process:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
-    def stop(self, grace: float = 5.0) -> None:
-        stop_pid(self.pid, grace)
+    def stop(self, grace: float = 5.0, clock: Clock | None = None) -> None:
+        stop_all([self], grace, clock)
+
+
+def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | None = None) -> None:
+    """Stop these processes' groups together (one grace period for all, not one each), reap
+    them and forget them in their registry."""
+    stop_pids([p.pid for p in processes], grace, clock)
+    for p in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=1)
-        if self.registry is not None:
-            self.registry.remove(self.pid)
+            p.popen.wait(timeout=1)
+        if p.registry is not None:
+            p.registry.remove(p.pid)
 
 
 def _join_cgroups(procs_files: Sequence[str]) -> Callable[[], None]:

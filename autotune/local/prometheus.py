@@ -3,6 +3,14 @@
 
 Scrape targets come from a file_sd file we rewrite for every trial, labelled with the trial's
 generation, so that a query can never mix series from two configurations.
+
+Prometheus applies a changed target list only on its service-discovery and scrape-manager update
+ticks (5 s each, not configurable in 2.x; a ``/-/reload`` does not bypass them), so a target
+written when a trial starts is scraped 1-10 s later. The local target therefore *announces* the
+next generation's endpoints (fresh ports, so nothing but that generation's processes can answer
+there) while the current one runs: the file holds the current targets plus the announced ones,
+and when the next trial starts its targets are already being scraped (``up == 0`` until its
+processes listen), which makes its first sample arrive within one scrape interval.
 """
 
 from __future__ import annotations
@@ -12,18 +20,19 @@ import logging
 import os
 import shutil
 import socket
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import requests
 
+from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
 from autotune.local import proc
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
+Group = dict[str, object]
 
 
 def prometheus_binary() -> str:
@@ -38,12 +47,15 @@ def _free_port() -> int:
 
 class EmbeddedPrometheus:
     def __init__(self, scrape_interval: float, registry: proc.Registry | None, logs: Path,
-                 cgroup_procs: Sequence[str] = ()) -> None:
+                 cgroup_procs: Sequence[str] = (), clock: Clock | None = None) -> None:
         self.scrape_interval = scrape_interval
         self.registry, self.logs, self.cgroup_procs = registry, logs, list(cgroup_procs)
+        self.clock: Clock = clock or SystemClock()
         self.process: proc.Process | None = None
         self.workdir: Path | None = None
         self.url = ""
+        self._current: list[Group] = []
+        self._upcoming: list[Group] = []
 
     @property
     def targets_file(self) -> Path:
@@ -73,7 +85,7 @@ class EmbeddedPrometheus:
             }],
         }
         (self.workdir / "prometheus.yml").write_text(json.dumps(config))
-        self.targets_file.write_text("[]")
+        self._write_targets()
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         argv = [
@@ -87,26 +99,51 @@ class EmbeddedPrometheus:
         self.process = proc.start(argv, role="prometheus", registry=self.registry,
                                   log_path=self.logs / "prometheus.log",
                                   cgroup_procs=self.cgroup_procs)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if not self.process.running():
-                raise PrerequisiteError(f"prometheus exited: {self.process.tail()}")
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return self.url
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise MetricsError(f"prometheus not ready after {READY_TIMEOUT:g}s")
+        process = self.process
 
-    def set_targets(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None:
-        """Scrape these URLs (job name -> http://host:port/path) with these extra labels."""
-        groups = []
+        def ready() -> bool:
+            if not process.running():
+                raise PrerequisiteError(f"prometheus exited: {process.tail()}")
+            try:
+                return requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200
+            except requests.RequestException:
+                return False
+
+        wait_until(self.clock, ready, READY_TIMEOUT, 0.05, error=lambda _: MetricsError(
+            f"prometheus not ready after {READY_TIMEOUT:g}s"))
+        return self.url
+
+    @staticmethod
+    def _groups(endpoints: Mapping[str, str], labels: Mapping[str, str]) -> list[Group]:
+        groups: list[Group] = []
         for job, url in endpoints.items():
             rest = url.split("://", 1)[1]
             hostport, _, path = rest.partition("/")
             groups.append({"targets": [hostport],
                            "labels": {"job": job, "__metrics_path__": "/" + path, **labels}})
+        return groups
+
+    def set_targets(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None:
+        """Scrape these URLs (job name -> http://host:port/path) with these extra labels,
+        instead of the previous ones (announced targets stay)."""
+        self._current = self._groups(endpoints, labels)
+        self._write_targets()
+
+    def announce(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None:
+        """Scrape these too from now on, ahead of their use: the next generation's endpoints,
+        which nothing answers on until that generation starts. Replaces the previous
+        announcement; the targets stay identical when ``set_targets`` later names them, so
+        Prometheus keeps scraping them without waiting for an update tick."""
+        self._upcoming = self._groups(endpoints, labels)
+        self._write_targets()
+
+    def _write_targets(self) -> None:
+        if self.workdir is None:
+            return  # written by start()
+        groups: list[Group] = []
+        for g in self._current + self._upcoming:
+            if g not in groups:
+                groups.append(g)
         tmp = self.targets_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(groups))
         os.replace(tmp, self.targets_file)

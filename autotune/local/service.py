@@ -1,24 +1,35 @@
 """The local target: the service runs on this machine in a CPU-limited cgroup, restarted with each
-candidate's environment, and driven by the open-loop load generator (127.0.0.1 only)."""
+candidate's environment, and driven by the open-loop load generator (127.0.0.1 only).
+
+Each restart is a new *generation*: its own ports (unless ``target.local.port`` fixes the
+service's), and the label ``autotune_generation`` on every series scraped from it, so no query can
+mix two configurations. The next generation's ports are chosen, and announced to our private
+Prometheus, while the current one runs (see ``autotune.local.prometheus``): a port that got taken
+in the meantime is not used, and its generation number is skipped, so a label is only ever on
+series from our own processes of that generation.
+
+With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibrate``).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from autotune import pids
-from autotune.clock import Clock
+from autotune.clock import Clock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
 from autotune.live import Live, Matcher
-from autotune.local import cgroups, proc
+from autotune.local import calibrate, cgroups, proc
 from autotune.local.cgroups import CpuLimit
 from autotune.targets.base import Env, NoiseProbe
 
@@ -27,14 +38,28 @@ log = logging.getLogger(__name__)
 SERVICE_JOB = "autotune-service"
 LOADGEN_JOB = "autotune-loadgen"
 GENERATION_LABEL = "autotune_generation"
+POLL = 0.01
+"""Seconds between health checks while a process comes up."""
+LOADGEN_READY_TIMEOUT = 10.0
+
+Announce = Callable[[Mapping[str, str], Mapping[str, str]], None]
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:``port`` (a server setting SO_REUSEADDR could bind it)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _metric_value(text: str, name: str) -> str | None:
@@ -44,7 +69,13 @@ def _metric_value(text: str, name: str) -> str | None:
 
 class LocalService:
     """Target: restart the service with the candidate env inside the CPU limit, then wait for
-    its health endpoint; start a fresh load generator for the trial."""
+    its health endpoint; start a fresh load generator for the trial.
+
+    ``announce(endpoints, labels)``, if given, is told the next generation's scrape targets
+    ahead of time (the private Prometheus's ``announce``); ``prepare()``, if given, runs once,
+    when the cgroups exist and before a load calibration (the private Prometheus's ``start``:
+    it comes up, and discovers the first targets, while the calibration runs).
+    """
 
     def __init__(
         self,
@@ -54,40 +85,104 @@ class LocalService:
         logs: Path,
         clock: Clock,
         resolve: Callable[[str], Path],
+        announce: Announce | None = None,
+        prepare: Callable[[], object] | None = None,
     ) -> None:
         assert exp.target.local is not None
         self.exp, self.spec = exp, exp.target.local
         self.limit, self.registry, self.logs, self.clock = limit, registry, logs, clock
-        self.resolve = resolve
-        self.port = self.spec.port or free_port()
-        self.load_port = free_port()
+        self._resolve, self.announce, self._prepare = resolve, announce, prepare
+        self._binaries: dict[str, Path] = {}
+        self._used_ports: set[int] = set()
+        self.port = self.spec.port or 0
+        self.load_port = 0
+        self._planned: tuple[int, int, int] | None = None
         self.service: proc.Process | None = None
         self.loadgen: proc.Process | None = None
         self.generation = 0
         self.facts: dict[str, Any] = {}
+        self.calibration: calibrate.Calibration | None = None
+        rate = self.spec.load.rate
+        self.load_rate: float | None = None if rate == "auto" else float(rate)
         self._created = False
+        self._plan_next()
+
+    def resolve(self, workload: str) -> Path:
+        """The built workload binary, resolved (and built if needed) once per run."""
+        if workload not in self._binaries:
+            self._binaries[workload] = self._resolve(workload)
+        return self._binaries[workload]
 
     # --- describing ------------------------------------------------------------------------
 
-    def _argv(self) -> list[str]:
+    def _argv(self, port: int) -> list[str]:
         spec: LocalTarget = self.spec
         if spec.command is not None:
-            return [a.replace("{port}", str(self.port)) for a in spec.command]
+            return [a.replace("{port}", str(port)) for a in spec.command]
         binary = self.resolve(spec.workload or "demo")
-        return [str(binary), "-addr", f"127.0.0.1:{self.port}"]
+        return [str(binary), "-addr", f"127.0.0.1:{port}"]
 
     def describe(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": "local",
             "workload": "command" if self.spec.command else (self.spec.workload or "demo"),
             "command": list(self.spec.command) if self.spec.command else None,
             "cpus": self.spec.cpus,
-            "isolation": self.limit.isolation,
-            "isolation_note": self.limit.mode.reason,
+            **self.limit.facts(),
             "load": self.spec.load.model_dump(mode="json"),
+            "load_rate": self.load_rate if self.load_rate is not None
+            else "auto (calibrated at the first apply)",
             "host_cpus": os.cpu_count(),
             **self.facts,
         }
+        if self.calibration is not None:
+            out["load_calibration"] = self.calibration.record()
+        return out
+
+    # --- ports and generations -------------------------------------------------------------
+
+    def _fresh_port(self) -> int:
+        while True:
+            port = free_port()
+            if port not in self._used_ports:
+                self._used_ports.add(port)
+                return port
+
+    def _endpoints_for(self, port: int, load_port: int) -> dict[str, str]:
+        endpoints = {LOADGEN_JOB: f"http://127.0.0.1:{load_port}/metrics"}
+        if self.spec.metrics_path is not None:
+            endpoints[SERVICE_JOB] = f"http://127.0.0.1:{port}{self.spec.metrics_path}"
+        return endpoints
+
+    def _plan_next(self) -> None:
+        """Choose the next generation's ports and announce its scrape targets. A fixed service
+        port is not announced: the running generation still answers there."""
+        generation = self.generation + 1
+        port = self.spec.port or self._fresh_port()
+        load_port = self._fresh_port()
+        self._planned = (generation, port, load_port)
+        if self.announce is not None:
+            endpoints = self._endpoints_for(port, load_port)
+            if self.spec.port is not None:
+                endpoints.pop(SERVICE_JOB, None)
+            self.announce(endpoints, {GENERATION_LABEL: str(generation)})
+
+    def _next_generation(self) -> None:
+        """Take the planned ports if nothing else listens there; else skip that generation
+        number (a stranger's series may carry its label) and take new ports."""
+        self.generation += 1
+        planned, self._planned = self._planned, None
+        if planned is not None and planned[0] == self.generation:
+            _, port, load_port = planned
+            fresh = [load_port] + ([port] if self.spec.port is None else [])
+            if all(port_free(p) for p in fresh):
+                self.port, self.load_port = port, load_port
+                return
+            log.warning("a planned port (%s) was taken by another process; using new ones",
+                        fresh)
+            self.generation += 1
+        self.port = self.spec.port or self._fresh_port()
+        self.load_port = self._fresh_port()
 
     # --- the protocol ----------------------------------------------------------------------
 
@@ -95,6 +190,9 @@ class LocalService:
         if not self._created:
             self.limit.create()
             self._created = True
+        if self._prepare is not None:
+            prepare, self._prepare = self._prepare, None
+            prepare()
 
     def _service_env(self, env: Env) -> dict[str, str]:
         full = dict(os.environ)
@@ -104,21 +202,34 @@ class LocalService:
         full.update({k: v for k, v in env.items() if v is not None})
         return full
 
-    def apply(self, env: Env) -> Live:
-        self._ensure_limit()
-        self._stop_children()
-        self.generation += 1
-        argv = self._argv()
-        self.service = proc.start(
-            argv, role="service", env=self._service_env(env), cwd=self.spec.cwd,
+    def _start_service(self, env: Env, port: int) -> proc.Process:
+        service = proc.start(
+            self._argv(port), role="service", env=self._service_env(env), cwd=self.spec.cwd,
             registry=self.registry, log_path=self.logs / "service.log",
             cgroup_procs=self.limit.procs_files("service"), cpus=self.limit.cpu_set or None,
         )
-        self._wait_healthy(self.service)
-        since = self.clock.now()
-        self._start_loadgen()
+        try:
+            self._wait_healthy(service, port)
+        except BaseException:
+            service.stop(clock=self.clock)
+            raise
+        return service
+
+    def apply(self, env: Env) -> Live:
+        self._ensure_limit()
+        self._stop_children()
+        rate = self._load_rate()
+        self._next_generation()
+        try:
+            self.service = self._start_service(env, self.port)
+            since = self.clock.now()
+            self.loadgen = self._start_loadgen(rate, self.port, self.load_port,
+                                               int(self.exp.max_trial_seconds) + 60)
+        finally:
+            self._plan_next()  # also after a failure: the next apply should not wait either
         details: dict[str, Any] = {"pid": self.service.pid, "generation": self.generation,
-                                   "isolation": self.limit.isolation, "cpus": self.spec.cpus}
+                                   **self.limit.facts(), "cpus": self.spec.cpus,
+                                   "load_rate": rate}
         details.update(self._runtime_facts())
         self.facts.update({k: details[k] for k in ("go_version",) if k in details})
         return Live(
@@ -127,32 +238,28 @@ class LocalService:
             placement={"cgroup_procs": self.limit.procs_files("service"),
                        "cpus": sorted(self.limit.cpu_set), "service_pid": self.service.pid},
             details=details,
-            endpoints=self._endpoints(),
+            endpoints=self._endpoints_for(self.port, self.load_port),
         )
 
-    def _endpoints(self) -> dict[str, str]:
-        endpoints = {LOADGEN_JOB: f"http://127.0.0.1:{self.load_port}/metrics"}
-        if self.spec.metrics_path is not None:
-            endpoints[SERVICE_JOB] = f"http://127.0.0.1:{self.port}{self.spec.metrics_path}"
-        return endpoints
-
-    def _wait_healthy(self, service: proc.Process) -> None:
-        url = f"http://127.0.0.1:{self.port}{self.spec.health}"
-        deadline = time.monotonic() + self.spec.ready_timeout
+    def _wait_healthy(self, service: proc.Process, port: int) -> None:
+        url = f"http://127.0.0.1:{port}{self.spec.health}"
         last = "no answer"
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
+            nonlocal last
             if not service.running():
                 raise TargetError(f"the service exited with code {service.returncode} before "
                                   f"it was healthy; last output:\n{service.tail()}")
             try:
                 r = requests.get(url, timeout=1.0)
-                if r.status_code == 200:
-                    return
-                last = f"HTTP {r.status_code}"
             except requests.RequestException as e:
                 last = type(e).__name__
-            time.sleep(0.05)
-        raise TargetError(f"{url} not healthy after {self.spec.ready_timeout:g}s ({last})")
+                return False
+            last = f"HTTP {r.status_code}"
+            return r.status_code == 200
+
+        wait_until(self.clock, healthy, self.spec.ready_timeout, POLL, error=lambda _: TargetError(
+            f"{url} not healthy after {self.spec.ready_timeout:g}s ({last})"))
 
     def _runtime_facts(self) -> dict[str, Any]:
         """What the Go runtime says it runs with (GOMAXPROCS chosen when unset, Go version)."""
@@ -172,38 +279,111 @@ class LocalService:
             facts["go_version"] = version.group(1)
         return facts
 
-    def _start_loadgen(self) -> None:
+    def _start_loadgen(self, rate: float, port: int, load_port: int,
+                       max_seconds: int) -> proc.Process:
+        """Start the load generator (it sends at once: the service must already be healthy)
+        and wait until its metrics endpoint answers."""
         load = self.spec.load
         argv = [
             str(self.resolve("loadgen")),
-            "-target", f"http://127.0.0.1:{self.port}{load.path}",
-            "-rate", f"{load.rate:g}",
-            "-listen", f"127.0.0.1:{self.load_port}",
+            "-target", f"http://127.0.0.1:{port}{load.path}",
+            "-rate", f"{rate:g}",
+            "-listen", f"127.0.0.1:{load_port}",
             "-connections", str(load.connections),
             "-method", load.method,
             "-timeout", f"{load.timeout:g}s",
             # A dead-man switch: the load stops by itself even if we are killed.
-            "-max-duration", f"{int(self.exp.max_trial_seconds) + 60}s",
+            "-max-duration", f"{max_seconds}s",
         ]
         if load.body:
             argv += ["-body", load.body]
         for key, value in load.headers.items():
             argv += ["-header", f"{key}: {value}"]
-        self.loadgen = proc.start(argv, role="loadgen", registry=self.registry,
-                                  log_path=self.logs / "loadgen.log",
-                                  cgroup_procs=self.limit.procs_files("tools"))
-        url = f"http://127.0.0.1:{self.load_port}/healthz"
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if not self.loadgen.running():
-                raise PrerequisiteError(f"the load generator exited: {self.loadgen.tail()}")
+        gen = proc.start(argv, role="loadgen", registry=self.registry,
+                         log_path=self.logs / "loadgen.log",
+                         cgroup_procs=self.limit.procs_files("tools"))
+        url = f"http://127.0.0.1:{load_port}/healthz"
+
+        def up() -> bool:
+            if not gen.running():
+                raise PrerequisiteError(f"the load generator exited: {gen.tail()}")
             try:
-                if requests.get(url, timeout=1.0).status_code == 200:
-                    return
+                return requests.get(url, timeout=1.0).status_code == 200
             except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise TargetError("the load generator did not come up in 10s")
+                return False
+
+        try:
+            wait_until(self.clock, up, LOADGEN_READY_TIMEOUT, POLL, error=lambda _: TargetError(
+                f"the load generator did not come up in {LOADGEN_READY_TIMEOUT:g}s"))
+        except BaseException:
+            gen.stop(clock=self.clock)
+            raise
+        return gen
+
+    # --- load calibration ------------------------------------------------------------------
+
+    def _load_rate(self) -> float:
+        if self.load_rate is not None:
+            return self.load_rate
+        if self.calibration is None:
+            self.calibrate_load()
+        assert self.calibration is not None
+        if self.calibration.rate is None:
+            raise TargetError(f"load.rate auto: calibration failed: {self.calibration.problem}")
+        return self.calibration.rate
+
+    def calibrate_load(self) -> calibrate.Calibration:
+        """Measure the capacity of the service (baseline settings, no stress) under its CPU
+        limit and set the load to ``auto_fraction`` of it; once per run (the result, a failure
+        included, is kept). Its own ports: nothing it runs is scraped."""
+        self._ensure_limit()
+        baseline = {p.env_var: (None if (v := self.exp.baseline.params.get(p.name)) is None
+                                else p.format(v)) for p in self.exp.parameters}
+        port = self.spec.port or self._fresh_port()
+        service = self._start_service(baseline, port)
+        try:
+            result = calibrate.run(lambda rate: self._calibration_step(service, port, rate),
+                                   self.clock, self.spec.load.auto_fraction)
+        finally:
+            service.stop(clock=self.clock)
+        self.calibration = result
+        self.load_rate = result.rate
+        if result.rate is None:
+            log.error("load calibration failed: %s", result.problem)
+        elif result.note:
+            log.warning("load calibration: %s", result.note)
+        else:
+            log.info("load calibration: capacity %g/s (%d steps, %.1fs); load %g/s = %g x "
+                     "capacity", result.capacity, len(result.steps), result.seconds,
+                     result.rate, result.fraction)
+        return result
+
+    def _calibration_step(self, service: proc.Process, port: int,
+                          rate: float) -> calibrate.Step:
+        if not service.running():
+            raise calibrate.StepFailed(f"the service exited (code {service.returncode}) during "
+                                       f"the calibration; last output:\n{service.tail()}")
+        load_port = self._fresh_port()
+        gen = self._start_loadgen(rate, port, load_port, 60)
+        url = f"http://127.0.0.1:{load_port}/metrics"
+
+        def counters() -> calibrate.Counters:
+            try:
+                return calibrate.parse_counters(requests.get(url, timeout=2.0).text)
+            except (requests.RequestException, ValueError) as e:
+                raise calibrate.StepFailed(f"reading the load generator at {rate:g}/s: "
+                                           f"{e}") from None
+
+        try:
+            self.clock.sleep(calibrate.SETTLE)
+            before, t0 = counters(), self.clock.monotonic()
+            self.clock.sleep(calibrate.SPAN)
+            after, t1 = counters(), self.clock.monotonic()
+        finally:
+            gen.stop(clock=self.clock)
+        return calibrate.Step.between(rate, t1 - t0, before, after)
+
+    # --- the rest of the protocol ----------------------------------------------------------
 
     def check(self, live: Live) -> None:
         if self.generation != live.details.get("generation"):
@@ -216,9 +396,9 @@ class LocalService:
             raise TargetError("the load generator exited during the window")
 
     def _stop_children(self) -> None:
-        for p in (self.loadgen, self.service):
-            if p is not None:
-                p.stop()
+        running = [p for p in (self.loadgen, self.service) if p is not None]
+        if running:
+            proc.stop_all(running, clock=self.clock)
         self.loadgen = self.service = None
 
     def restore(self, best: Env | None = None) -> None:
@@ -263,6 +443,7 @@ class HostNoise:
         return usage + pids.cpu_seconds(os.getpid())
 
     def begin(self) -> None:
+        # Real time, not the injected clock: it divides real CPU seconds.
         self._start = (time.monotonic(), _host_busy_seconds(), self._ours())
 
     def end(self) -> float:

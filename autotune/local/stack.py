@@ -2,15 +2,18 @@
 cgroup, a private Prometheus (unless the experiment names one).
 
 One process registry (``results/<name>/processes.json``) records every process the three start,
-so a later run or ``autotune cleanup`` can stop what a killed run left behind.
+so a later run or ``autotune cleanup`` can stop what a killed run left behind. The service tells
+the private Prometheus its next generation's scrape targets ahead of time (``announce``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from autotune.clock import Clock
+from autotune.errors import PrerequisiteError
 from autotune.experiment.models import Experiment
 from autotune.local import cgroups, gobuild, proc
 from autotune.local.prometheus import EmbeddedPrometheus
@@ -19,35 +22,53 @@ from autotune.local.stress_ng import StressNgInjector
 from autotune.metrics.prometheus import PrometheusSource
 from autotune.study.trial import Backends
 
+log = logging.getLogger(__name__)
+
 
 def cgroup_prefix(exp: Experiment) -> str:
     return f"autotune-{exp.name}"
 
 
-def choose_mode(exp: Experiment) -> cgroups.Mode:
+def choose_mode(exp: Experiment, detect: cgroups.Mode | None = None) -> cgroups.Mode:
     assert exp.target.local is not None
     wanted = exp.target.local.isolation
-    mode = cgroups.detect() if wanted != "affinity" else cgroups.Mode("affinity",
-                                                                      reason="asked for")
-    if wanted == "cgroup" and mode.kind == "affinity":
-        from autotune.errors import PrerequisiteError
-
-        raise PrerequisiteError(f"target.local.isolation is cgroup, but: {mode.reason}")
+    if wanted == "affinity":
+        return cgroups.Mode("affinity", reason="asked for")
+    mode = detect or cgroups.detect()
+    if wanted in ("cgroup", "cpuset") and mode.kind == "affinity":
+        raise PrerequisiteError(f"target.local.isolation is {wanted}, but: {mode.reason}")
     return mode
+
+
+def make_limit(exp: Experiment, mode: cgroups.Mode, clock: Clock) -> cgroups.CpuLimit:
+    """``auto`` gets a cpuset where the host can leave the service more CPUs than its quota
+    (see ``cgroups``), ``cpuset`` wherever one can be written (saying loudly when it cannot,
+    or when it is tight), ``cgroup`` the quota alone."""
+    assert exp.target.local is not None
+    wanted = exp.target.local.isolation
+    limit = cgroups.CpuLimit(mode=mode, cpus=exp.target.local.cpus,
+                             name=f"{cgroup_prefix(exp)}-{os.getpid()}",
+                             want_cpuset=wanted in ("auto", "cpuset"),
+                             tight_cpuset=wanted == "cpuset", clock=clock)
+    if wanted == "cpuset" and limit.note:
+        log.warning("target.local.isolation is cpuset: %s%s", limit.note,
+                    "" if limit.isolation == "cpuset" else "; using the CPU quota alone")
+    return limit
 
 
 def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
     assert exp.target.local is not None
     registry = proc.Registry(results / "processes.json")
     logs = results / "logs"
-    mode = choose_mode(exp)
-    limit = cgroups.CpuLimit(mode=mode, cpus=exp.target.local.cpus,
-                             name=f"{cgroup_prefix(exp)}-{os.getpid()}")
-    target = LocalService(exp, limit, registry, logs, clock, resolve=gobuild.build)
+    limit = make_limit(exp, choose_mode(exp), clock)
     embedded = None
     if exp.prometheus.url is None:
         embedded = EmbeddedPrometheus(exp.prometheus.scrape_interval, registry, logs,
-                                      cgroup_procs=limit.procs_files("tools"))
-    source = PrometheusSource(exp.prometheus, clock, embedded=embedded)
+                                      cgroup_procs=limit.procs_files("tools"), clock=clock)
+    target = LocalService(exp, limit, registry, logs, clock, resolve=gobuild.build,
+                          announce=embedded.announce if embedded is not None else None,
+                          prepare=embedded.start if embedded is not None else None)
+    source = PrometheusSource(exp.prometheus, clock, embedded=embedded,
+                              warmup=exp.measure.warmup)
     return Backends(target=target,
                     injector=StressNgInjector(registry, clock), source=source)

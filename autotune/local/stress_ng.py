@@ -3,13 +3,14 @@
 chaos-daemon runs ``stress-ng --cpu-load-slice 10 --cpu-method sqrt --cpu W --cpu-load L`` in the
 target container's cgroup, so the stress eats the container's own CPU limit; we do the same in
 the service's cgroup, plus ``--timeout`` as a dead-man switch. Injection is verified by finding
-the stress-ng workers in that cgroup consuming CPU; recovery by finding none of them left.
+the stress-ng workers in that cgroup (in every hierarchy: cpu, cpuacct and, with a cpuset, cpuset)
+having consumed CPU; recovery by finding none of them left (SIGTERM, which stress-ng obeys within
+milliseconds, SIGKILL after a grace period).
 """
 
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from autotune import pids
 from autotune.chaos.base import Injection
-from autotune.clock import Clock
+from autotune.clock import Clock, wait_until
 from autotune.errors import ChaosError
 from autotune.experiment.models import Stress
 from autotune.live import Live
@@ -25,6 +26,7 @@ from autotune.local import proc
 
 VERIFY_TIMEOUT = 10.0
 RECOVER_TIMEOUT = 15.0
+POLL = 0.02
 
 
 def stress_ng_binary() -> str:
@@ -37,14 +39,11 @@ def argv(binary: str, stress: Stress, duration: float) -> list[str]:
             "--timeout", f"{max(1, math.ceil(duration))}s"]
 
 
-def _cgroup_pids(procs_files: list[str]) -> set[int]:
-    pids: set[int] = set()
-    for path in procs_files:
-        try:
-            pids.update(int(x) for x in Path(path).read_text().split())
-        except OSError:
-            continue
-    return pids
+def _cgroup_pids(procs_file: str) -> set[int]:
+    try:
+        return {int(x) for x in Path(procs_file).read_text().split()}
+    except OSError:
+        return set()
 
 
 class StressNgInjector:
@@ -70,30 +69,34 @@ class StressNgInjector:
         return Injection(id=inj_id, started=self.clock.now(), details=details)
 
     def _verify(self, p: proc.Process, stress: Stress, procs_files: list[str]) -> dict[str, Any]:
-        """Wait until the workers exist, sit in the service's cgroup and burn CPU."""
-        deadline = time.monotonic() + VERIFY_TIMEOUT
-        while time.monotonic() < deadline:
+        """Wait until the workers exist, sit in the service's cgroup(s) and have burned CPU
+        (workers are fresh processes: any CPU time at all is theirs)."""
+
+        def verified() -> dict[str, Any] | None:
             if not p.running():
                 raise ChaosError(f"stress-ng exited with code {p.returncode} right after start")
             members = set(proc.group_members(p.pid))
             workers = members - {p.pid}
-            if len(workers) >= stress.workers:
-                if procs_files and not members <= _cgroup_pids(procs_files):
-                    raise ChaosError("stress-ng workers are not inside the service's cgroup")
-                before = sum(pids.cpu_seconds(w) for w in workers)
-                time.sleep(0.3)
-                burned = sum(pids.cpu_seconds(w) for w in workers) - before
-                if burned > 0:
-                    return {"pid": p.pid, "workers": sorted(workers), "cpu_in_check": burned,
-                            "in_cgroup": bool(procs_files)}
-            time.sleep(0.05)
-        raise ChaosError(f"stress-ng workers not running {VERIFY_TIMEOUT:g}s after start")
+            if len(workers) < stress.workers:
+                return None
+            for path in procs_files:
+                if not members <= _cgroup_pids(path):
+                    raise ChaosError(f"stress-ng workers are not inside the service's cgroup "
+                                     f"({Path(path).parent})")
+            burned = sum(pids.cpu_seconds(w) for w in workers)
+            if burned <= 0:
+                return None
+            return {"pid": p.pid, "workers": sorted(workers), "cpu_in_check": burned,
+                    "in_cgroup": bool(procs_files)}
+
+        return wait_until(self.clock, verified, VERIFY_TIMEOUT, POLL, error=lambda _: ChaosError(
+            f"stress-ng workers not running {VERIFY_TIMEOUT:g}s after start"))
 
     def _stop(self, inj_id: str) -> None:
         p = self.running.pop(inj_id, None)
         if p is None:
             return
-        p.stop(grace=RECOVER_TIMEOUT / 2)
+        p.stop(grace=RECOVER_TIMEOUT / 2, clock=self.clock)
         left = proc.group_members(p.pid)
         if left:
             raise ChaosError(f"stress-ng processes {left} still running after SIGKILL; "
@@ -114,7 +117,7 @@ class StressNgInjector:
             if e.role != "stress-ng" or not e.orphaned():
                 continue
             if pids.alive(e.pid, e.started):
-                proc.stop_pid(e.pid)
+                proc.stop_pid(e.pid, clock=self.clock)
                 done.append(f"stress-ng pid {e.pid} left by an earlier run")
             self.registry.remove(e.pid)
         return done

@@ -1,8 +1,14 @@
 """Read a trial's metrics from Prometheus (an existing server, or our private one in local mode).
 
-Every query is evaluated at the window's end, after a scrape newer than that end has landed, so
-the window's last seconds are in the data. A result that is empty, NaN, infinite or has several
-series is a failed read with the reason, never a value.
+Every query is evaluated at the window's end, after a scrape newer than that end has landed for
+every target of the live candidate, so the window's last seconds are in the data (a target's
+scrapes are committed in order, and ``up`` in the same commit as the samples it reports on).
+With our private Prometheus, the window must also start after a successful scrape of every
+target. A result that is empty, NaN, infinite or has several series is a failed read with the
+reason, never a value.
+
+Waiting polls on the injected clock (``wait_until``), a fraction of a scrape interval apart, so
+no wait overshoots the event it waits for by more than that.
 """
 
 from __future__ import annotations
@@ -10,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +24,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
-from autotune.clock import Clock
+from autotune.clock import Clock, wait_until
 from autotune.errors import MetricsError
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Window
@@ -27,6 +32,11 @@ from autotune.metrics import promql
 from autotune.metrics.base import Reading, ScrapeManager, Unavailable
 
 log = logging.getLogger(__name__)
+
+RETRY_PAUSE = 0.1
+"""Before the one retry of a failed read, with our private Prometheus (whose ingestion the
+``up`` timestamps prove); an external one gets a full scrape interval (it may sit behind a
+remote-write or federation path that lags)."""
 
 
 def _auth_headers(config: Prometheus) -> dict[str, str]:
@@ -66,16 +76,33 @@ def interpret(result: Any, query: str) -> Reading:
 
 
 class PrometheusSource:
+    """Metrics from Prometheus.
+
+    ``warmup``: the seconds the caller waits between ``observe()`` and the window (the trial's
+    warm-up). When it spans at least two scrape intervals, ``observe()`` returns as soon as our
+    private Prometheus scrapes every target of the candidate (an announced target already is),
+    instead of waiting for the first *successful* scrape; ``read()`` then checks that every
+    target was up before the window started, and fails the read with the reason if not.
+    """
+
     def __init__(self, config: Prometheus, clock: Clock, *,
-                 embedded: ScrapeManager | None = None) -> None:
+                 embedded: ScrapeManager | None = None, warmup: float = 0.0) -> None:
         if config.url is None and embedded is None:
             raise MetricsError("prometheus.url: required (no private Prometheus for this target)")
         self.config, self.clock, self.embedded = config, clock, embedded
+        self.warmup = warmup
         self._client: PrometheusConnect | None = None
 
     @property
     def scrape_interval(self) -> float:
         return self.config.scrape_interval
+
+    @property
+    def _poll(self) -> float:
+        """Our own Prometheus on loopback is polled often; an external one more gently."""
+        if self.embedded is not None:
+            return max(0.005, min(0.05, self.scrape_interval / 50))
+        return max(0.01, min(0.2, self.scrape_interval / 2))
 
     def client(self) -> PrometheusConnect:
         if self._client is None:
@@ -102,32 +129,52 @@ class PrometheusSource:
         labels = {m.label: m.value for m in live.scope if not m.regex}
         self.embedded.set_targets(live.endpoints, labels)
         selector = promql.render_selector(live.scope)
-        deadline = time.monotonic() + max(15.0, 10 * self.scrape_interval)
+        wanted = len(live.endpoints)
+        # up == 0 still means "scraped": enough when the warm-up leaves time for a success.
+        condition = "" if self.warmup >= 2 * self.scrape_interval else " == 1"
+        query = f"count(up{{{selector}}}{condition})"
+        timeout = max(15.0, 10 * self.scrape_interval)
         reading: Reading = Unavailable("not queried")
-        while time.monotonic() < deadline:
-            reading = self._query(f"count(up{{{selector}}} == 1)", self.clock.now())
-            if reading == len(live.endpoints):
-                return
-            time.sleep(min(0.2, self.scrape_interval / 2))
+
+        def scraped() -> bool:
+            nonlocal reading
+            reading = self._query(query, self.clock.now())
+            return reading == wanted
+
+        if wait_until(self.clock, scraped, timeout, self._poll):
+            return
         down = self._query(f"up{{{selector}}} == 0", self.clock.now())
         seen = down if isinstance(down, Unavailable) else reading
         raise MetricsError(f"Prometheus is not scraping every endpoint of the service "
-                           f"({dict(live.endpoints)}): {seen}")
+                           f"({dict(live.endpoints)}) after {timeout:g}s: {seen}")
 
     def _await_scrape_after(self, live: Live, at: float) -> None:
         selector = promql.render_selector(live.scope)
-        deadline = time.monotonic() + max(10.0, 5 * self.scrape_interval)
-        while time.monotonic() < deadline:
+        timeout = max(10.0, 5 * self.scrape_interval)
+
+        def fresh() -> bool:
             last = self._query(f"min(timestamp(up{{{selector}}}))", self.clock.now())
-            if isinstance(last, float) and last >= at:
-                return
-            time.sleep(min(0.2, self.scrape_interval / 2))
-        raise MetricsError(f"no scrape of the service after the window ended "
-                           f"(waited {max(10.0, 5 * self.scrape_interval):g}s)")
+            return isinstance(last, float) and last >= at
+
+        wait_until(self.clock, fresh, timeout, self._poll, error=lambda _: MetricsError(
+            f"no scrape of the service after the window ended (waited {timeout:g}s)"))
+
+    def _check_up_before(self, live: Live, at: float) -> None:
+        """Every target's latest scrape at ``at`` succeeded (so the window starts covered)."""
+        selector = promql.render_selector(live.scope)
+        up = self._query(f"count(up{{{selector}}} == 1)", at)
+        if up != len(live.endpoints):
+            raise MetricsError(
+                f"not every endpoint of the service was scraped successfully before the window "
+                f"started ({up if isinstance(up, float) else up.reason}; "
+                f"{len(live.endpoints)} wanted): was the warm-up shorter than two scrape "
+                "intervals?")
 
     def read(self, queries: Mapping[str, str], window: Window, live: Live) -> dict[str, Reading]:
         try:
             self._await_scrape_after(live, window.end)
+            if self.embedded is not None:
+                self._check_up_before(live, window.start)
         except MetricsError as e:
             return {name: Unavailable(str(e)) for name in queries}
         out: dict[str, Reading] = {}
@@ -138,8 +185,8 @@ class PrometheusSource:
             if isinstance(reading, Unavailable) and "rejected" not in reading.reason:
                 retry.append(name)
         if retry:
-            # Ingestion can trail the scrape timestamp briefly: one more try, same window.
-            time.sleep(self.scrape_interval)
+            # One more try, same window: a transient error, or a lagging external Prometheus.
+            self.clock.sleep(RETRY_PAUSE if self.embedded is not None else self.scrape_interval)
             for name in retry:
                 out[name] = self._query(queries[name], window.end)
         return out

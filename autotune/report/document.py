@@ -103,6 +103,8 @@ def _verdict(report: Report) -> list[Block]:
                    setting(chosen.settings.get(p.name))) for p in report.parameters),
         ))
     out.append(Paragraph(f"Evidence: {report.evidence_note}."))
+    if report.separation:
+        out.append(Paragraph(f"Runner-up: {report.separation}."))
     out.append(Paragraph(
         f"Method: {report.method}. Improvement is the relative change of the median toward the "
         f"objective (positive is better). Adopt: the whole interval is above 0 (above "

@@ -194,6 +194,8 @@ class Report:
     best_candidate: str | None
     """The recommendation, or else the most promising feasible candidate (for a forced export)."""
     repeats_needed: int | None
+    separation: str | None
+    """How the best candidate compares with the runner-up (better, or equivalent within X%)."""
     improvement: Comparison | None
     """The best candidate's primary comparison (a copy, for machine readers of report.json)."""
     baseline: Configuration | None

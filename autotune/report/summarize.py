@@ -111,6 +111,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         recommendation=decision.chosen if decision.verdict == "adopt" else None,
         best_candidate=decision.chosen,
         repeats_needed=decision.repeats_needed,
+        separation=_separation(chosen, candidates, objectives[0], seed),
         improvement=chosen.comparisons[0] if chosen is not None and chosen.comparisons else None,
         baseline=baseline,
         candidates=candidates,
@@ -199,24 +200,24 @@ def _evidence(
         by_settings.setdefault(settings_key(r.settings), []).append(r)
 
     if confirm and (confirmed_baseline or repeats):
-        base_runs = confirmed_baseline or repeats
+        # Every measurement of a configuration counts: its search trials and its confirmation
+        # runs; the baseline's repeats and its interleaved runs. Dropping the search values
+        # would throw away the only repeats the adaptive rounds did not re-measure.
+        base_runs = [*repeats, *confirmed_baseline]
         baseline = _configuration(exp, "baseline", None, base_runs, (), ())
         candidates = []
         for key, runs in confirm.items():
             trial = next((r.candidate for r in runs if isinstance(r.candidate, int)),
                          min((r.number for r in by_settings.get(key, [])), default=None))
-            candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), baseline,
+            pooled = [*by_settings.get(key, []), *runs]
+            candidates.append(_candidate(exp, trial, pooled, by_settings.get(key, []), baseline,
                                          objectives, seed, margin=0.0, borrow=False))
         rounds = len({r.round for rs in confirm.values() for r in rs})
+        searched = sum(len(by_settings.get(key, [])) for key in confirm)
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
-                f"{len(confirm)} candidate(s) in {rounds} round(s)")
-        if confirmed_baseline:
-            note += (f", interleaved with {len(confirmed_baseline)} baseline runs; the "
-                     f"{len(repeats)} baseline repeats measured before the search are not pooled "
-                     "(the interleaved runs share the candidates' conditions)")
-        else:
-            note += ("; no interleaved baseline run completed, so the candidates are compared "
-                     "with the baseline repeats measured before the search")
+                f"{len(confirm)} candidate(s) in {rounds} round(s), pooled with their "
+                f"{searched} search measurement(s); baseline: {len(repeats)} repeats before the "
+                f"search and {len(confirmed_baseline)} runs interleaved with the candidates")
         return "confirmation", note, baseline, candidates
 
     picks = top_configurations([_summary(r) for r in search], [o.direction for o in objectives],
@@ -307,6 +308,27 @@ def _metric(exp: Experiment, name: str, runs: Sequence[TrialRow]) -> MetricSumma
     return MetricSummary(name=name, unit=exp.metric(name).unit, values=values,
                          median=statistics.median(values) if values else None,
                          unavailable=len(missing), reasons=tuple(reasons))
+
+
+def _separation(chosen: Configuration | None, candidates: Sequence[Configuration],
+                primary: Objective, seed: int) -> str | None:
+    """The chosen configuration against the best other feasible one, by every measurement of
+    each: better beyond the noise, or "equivalent within X%" (the widest the interval allows)."""
+    others = [c for c in candidates if c is not chosen and c.feasible and c.runs]
+    if chosen is None or not chosen.runs or not others:
+        return None
+    runner_up = min(others, key=lambda c: _rank(c, primary))
+    mine = [r.values[0] for r in chosen.runs if r.values]
+    theirs = [r.values[0] for r in runner_up.runs if r.values]
+    c = sig.compare(mine, theirs, metric=primary.metric, direction=primary.direction, seed=seed)
+    if c.outcome == "better":
+        return f"{chosen.id} beats the runner-up {runner_up.id}: {sig.describe(c)}"
+    if c.low is None or c.high is None:
+        return (f"{chosen.id} vs the runner-up {runner_up.id}: too few runs to compare "
+                f"({sig.describe(c)})")
+    width = max(abs(c.low), abs(c.high))
+    return (f"{chosen.id} and the runner-up {runner_up.id} are equivalent within {width:.0%} "
+            f"({sig.describe(c)}); either is a sound choice")
 
 
 def _rank(c: Configuration, primary: Objective) -> tuple[float, str]:

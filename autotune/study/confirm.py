@@ -11,6 +11,13 @@ Confirmation trials live in the reference study with user attrs ``kind="confirm"
 ``settings``; they never count as search trials. A (configuration, round) pair that already
 completed, or is queued, is not scheduled again, so a resumed confirm continues where it stopped.
 Configurations are matched by their settings, not by trial number.
+
+**Adaptive rounds.** After the fixed rounds, while the best candidate is not separated from the
+runner-up or from the baseline (the bootstrap interval of the relative difference of medians,
+over every measurement of each: search + confirmation runs, baseline repeats + interleaved
+runs, still spans "no difference" and a worthwhile one), one more shuffled round measures just
+the unresolved ones (the best always, the runner-up and/or the baseline), until ``extra``
+trials are spent. The report then says "better" or "equivalent within X%", both honest answers.
 """
 
 from __future__ import annotations
@@ -161,9 +168,11 @@ def confirm(
     top: int = 3,
     repeats: int = 3,
     seed: int | None = None,
+    extra: int = 0,
 ) -> int:
     """Re-measure the top ``top`` search configurations and the baseline ``repeats`` times,
-    interleaved and shuffled; return how many confirmation trials completed in this call.
+    interleaved and shuffled, then adaptive rounds within ``extra`` more trials; return how many
+    confirmation trials completed in this call.
 
     Queued confirmation trials a dead run left behind run too (they hold their slot).
     Returns 0 without measuring anything when the search has no feasible configuration.
@@ -178,18 +187,87 @@ def confirm(
     if not schedule.candidates:
         log.warning("nothing to confirm: the search has no feasible completed trial")
         return 0
-    if not schedule.entries and not any(t["state"] == TrialState.WAITING.name
-                                        for t in reference):
-        log.info("every confirmation round is already complete")
-        return 0
-    log.info("confirming %s and the baseline: %d runs to go, %d done or queued",
-             ", ".join(f"#{p.trial}" for p in schedule.candidates), len(schedule.entries),
-             schedule.already)
     before = _completed(studies)
-    runner.run_reference(studies, list(schedule.entries))
+    if schedule.entries or any(t["state"] == TrialState.WAITING.name for t in reference):
+        log.info("confirming %s and the baseline: %d runs to go, %d done or queued",
+                 ", ".join(f"#{p.trial}" for p in schedule.candidates), len(schedule.entries),
+                 schedule.already)
+        runner.run_reference(studies, list(schedule.entries))
+    else:
+        log.info("every fixed confirmation round is already complete")
+    spent = 0
+    rng = random.Random(seed)
+    while spent < extra and len(directions(exp)) == 1:
+        entries = adaptive_round(exp, studies, schedule.candidates, repeats)
+        if not entries:
+            break
+        entries = rng.sample(entries, k=len(entries))[: extra - spent]
+        log.info("not yet separated: one more round of %s",
+                 ", ".join(str(e["candidate"]) for e in entries))
+        spent += len(entries)
+        runner.run_reference(studies, entries)
     # Counted here rather than trusting the runner's count: queued trials already exist when
     # they run, which a "did a new trial appear" count misses.
     return _completed(studies) - before
+
+
+def pooled_values(
+    studies: st.Studies, settings: Mapping[str, Any] | None
+) -> list[float]:
+    """Every completed measurement of a configuration's first objective: its search trials and
+    its confirmation runs; for ``None`` (the baseline) its repeats and interleaved runs."""
+    out: list[float] = []
+    key = None if settings is None else settings_key(settings)
+    for t in studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
+        kind, candidate = t.user_attrs.get("kind"), t.user_attrs.get("candidate")
+        if key is None:
+            hit = kind == "baseline" or (kind == "confirm" and candidate == BASELINE)
+        else:
+            hit = (kind == "confirm" and candidate != BASELINE
+                   and settings_key(t.user_attrs.get("settings", {})) == key)
+        if hit and t.values:
+            out.append(t.values[0])
+    if key is not None:
+        out += [t.values[0] for t in studies.search.get_trials(deepcopy=False,
+                                                                states=[TrialState.COMPLETE])
+                if t.values and settings_key(t.params) == key]
+    return out
+
+
+def adaptive_round(
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], repeats: int
+) -> list[dict[str, Any]]:
+    """The next adaptive round's entries, or [] when the best candidate is separated from the
+    runner-up and from the baseline (or there is nothing to separate)."""
+    from autotune.report import significance as sig
+
+    direction = directions(exp)[0]
+    sign = 1.0 if direction == "minimize" else -1.0
+    values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
+    ranked = sorted((p for p in candidates if values[p.trial]),
+                    key=lambda p: sign * statistics.median(values[p.trial]))
+    baseline = pooled_values(studies, None)
+    if not ranked or not baseline:
+        return []
+    best = ranked[0]
+    metric = exp.goals[0].label
+
+    def unresolved(a: list[float], b: list[float]) -> bool:
+        return sig.compare(a, b, metric=metric, direction=direction).outcome == "unclear"
+
+    todo: list[tuple[int | str, dict[str, Setting]]] = []
+    if len(ranked) > 1 and unresolved(values[best.trial], values[ranked[1].trial]):
+        todo.append((ranked[1].trial, ranked[1].settings))
+    if unresolved(values[best.trial], baseline):
+        todo.append((BASELINE, exp.baseline_settings()))
+    if not todo:
+        return []
+    todo.append((best.trial, best.settings))
+    held = [t.user_attrs.get("round") or 0 for t in studies.reference.get_trials(deepcopy=False)
+            if t.user_attrs.get("kind") == "confirm"]
+    r = max([repeats, *held]) + 1
+    return [{"kind": "confirm", "settings": settings, "candidate": candidate, "round": r,
+             "adaptive": True} for candidate, settings in todo]
 
 
 def _completed(studies: st.Studies) -> int:

@@ -17,8 +17,15 @@ import requests
 import yaml
 
 from autotune.cli import main
-from autotune.local import gobuild, proc
-from autotune.local.service import free_port
+from autotune.clock import SystemClock
+from autotune.experiment import parse_experiment
+from autotune.experiment.models import Experiment, Stress
+from autotune.local import calibrate, cgroups, gobuild, proc
+from autotune.local.service import LocalService, free_port
+from autotune.local.stack import build
+from autotune.metrics.prometheus import PrometheusSource
+from autotune.study.space import to_env
+from autotune.study.trial import Backends
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +38,17 @@ DEMO_METRICS = [
     "go_gc_cycles_forced_gc_cycles_total", "go_gc_cycles_total_gc_cycles_total",
     "go_gc_duration_seconds", "process_cpu_seconds_total", "go_info",
 ]
+
+
+def _expected_isolation(asked: str = "auto") -> str:
+    """What ``isolation: auto`` (or ``cpuset``) gives for 1 CPU on this host: a cpuset needs
+    one writable and 3 CPUs (2 if asked for explicitly)."""
+    mode = cgroups.detect()
+    if mode.kind == "affinity":
+        return "affinity"
+    limit = cgroups.CpuLimit(mode, 1.0, "probe", want_cpuset=True,
+                             tight_cpuset=asked == "cpuset")
+    return limit.isolation
 
 
 def _wait_http(url: str, timeout: float = 15) -> None:
@@ -127,7 +145,8 @@ def _ours_alive(tmp: Path) -> list[str]:
         for e in json.loads(registry.read_text()):
             if proc.alive(e["pid"], e["started"]):
                 left.append(f"{e['role']} {e['pid']}")
-    roots = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup")
+    roots = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpuset",
+             "/sys/fs/cgroup")
     for root in map(Path, roots):
         if root.exists():
             left += [str(p) for p in root.glob("autotune-it-local-*")]
@@ -154,7 +173,7 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         assert m["achieved_rps"] == pytest.approx(rate, rel=0.15)
         assert m["gomaxprocs"] >= 1 and m["gc_rate"] > 0
         assert rec["injections"] and rec["injections"][0]["in_cgroup"] is True
-        assert rec["live"]["isolation"].startswith("cgroup")
+        assert rec["live"]["isolation"] == _expected_isolation(), rec["live"]
     baseline = records[0]
     assert baseline["kind"] == "baseline"
     # GOMAXPROCS unset under a 1-CPU quota: Go >= 1.25 picks max(2, ceil(1)) = 2.
@@ -228,3 +247,127 @@ def test_users_own_service_without_go_runtime_metrics(tmp_path: Path,
     for name in ("gc_pause_p99", "p_idle_fraction", "gomaxprocs"):
         assert name in rec["unavailable"] and "no series" in rec["unavailable"][name]
     assert _ours_alive(tmp_path) == []
+
+
+# --- the platform's pieces, driven directly ----------------------------------------------------
+
+STACK_EXPERIMENT = """
+name: it-stack
+target: {local: {workload: demo, cpus: 1.0, isolation: ISOLATION,
+                 load: {rate: RATE, connections: 16}}}
+parameters:
+  - {name: GOMAXPROCS, type: int, values: [1, 2]}
+chaos: {stress: {workers: 2, load: 25}}
+measure: {warmup: 3s, window: 4s}
+metrics: {p99: 'sum(up{ {{selector}} })'}
+objective: {minimize: p99}
+"""
+
+
+def _stack(tmp: Path, rate: str = "100",
+           isolation: str = "auto") -> tuple[Experiment, Backends, LocalService]:
+    exp = parse_experiment(STACK_EXPERIMENT.replace("RATE", rate)
+                           .replace("ISOLATION", isolation))
+    backends = build(exp, tmp, SystemClock())
+    assert isinstance(backends.target, LocalService)
+    return exp, backends, backends.target
+
+
+def _teardown(b: Backends) -> None:
+    b.injector.cleanup()
+    b.target.restore()
+    b.source.close()
+
+
+def _cpus_allowed(pid: int) -> list[int]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.MULTILINE)
+    assert match, status
+    return cgroups.parse_cpu_list(match.group(1))
+
+
+def _cpuset_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/cpuset").read_text().strip()
+
+
+def test_cpuset_puts_service_and_stress_on_their_own_cpu_and_the_rest_elsewhere(
+        tmp_path: Path) -> None:
+    if _expected_isolation("cpuset") != "cpuset":
+        pytest.skip("this host allows no cpuset (see `autotune doctor`)")
+    exp, b, target = _stack(tmp_path, isolation="cpuset")
+    limit = target.limit
+    own_before = _cpuset_of(os.getpid())
+    try:
+        live = b.target.apply(to_env(exp, {"GOMAXPROCS": 2}))
+        b.source.observe(live)
+        inj = b.injector.inject(live, Stress(workers=2, load=25), 20, {})
+        assert live.details["isolation"] == "cpuset"
+        service_cpus, tools_cpus = live.details["service_cpus"], live.details["tools_cpus"]
+        assert service_cpus == limit.service_cpus and not set(service_cpus) & set(tools_cpus)
+        assert len(tools_cpus) == 1 and sorted(service_cpus + tools_cpus) == sorted(
+            os.sched_getaffinity(0) | set(service_cpus))
+        assert target.service is not None and target.loadgen is not None
+        service_set = f"/{limit.name}/service"
+        in_service = [target.service.pid, *inj.details["workers"]]
+        for pid in in_service:
+            assert _cpuset_of(pid) == service_set, pid
+            assert _cpus_allowed(pid) == service_cpus, pid
+        prometheus = [e.pid for e in target.registry.entries() if e.role == "prometheus"]
+        for pid in [target.loadgen.pid, *prometheus, os.getpid()]:
+            assert _cpuset_of(pid) == f"/{limit.name}/tools", pid
+            assert _cpus_allowed(pid) == tools_cpus, pid
+        b.injector.recover(inj)
+    finally:
+        _teardown(b)
+    assert _cpuset_of(os.getpid()) == own_before
+    assert not list(Path("/sys/fs/cgroup/cpuset").glob(f"{limit.name}*"))
+
+
+def test_rate_auto_calibrates_once_and_loads_a_fraction_of_capacity(tmp_path: Path) -> None:
+    exp, b, target = _stack(tmp_path, rate="auto")
+    try:
+        t0 = time.monotonic()
+        live = b.target.apply(to_env(exp, {"GOMAXPROCS": 1}))
+        first_apply = time.monotonic() - t0
+        cal = target.calibration
+        assert cal is not None and cal.capacity is not None, cal
+        assert cal.rate == round(0.5 * cal.capacity) == live.details["load_rate"]
+        assert cal.seconds <= calibrate.BUDGET + 3 and first_apply < calibrate.BUDGET + 10
+        assert any(not s.record()["stable"] for s in cal.steps) or cal.note
+        facts = b.target.describe()
+        assert facts["load_rate"] == cal.rate
+        assert facts["load_calibration"]["capacity"] == cal.capacity
+        assert facts["load_calibration"]["steps"][0]["rate"] == calibrate.START_RATE
+        assert target.loadgen is not None
+        argv = Path(f"/proc/{target.loadgen.pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[argv.index(b"-rate") + 1] == f"{cal.rate:g}".encode()
+        b.target.apply(to_env(exp, {"GOMAXPROCS": 2}))
+        assert target.calibration is cal  # once per run
+    finally:
+        _teardown(b)
+    print(f"calibration: capacity {cal.capacity}/s, rate {cal.rate}/s, {cal.seconds:.1f}s, "
+          f"steps {[(s.rate, s.record()['stable']) for s in cal.steps]}")
+
+
+def test_the_next_generation_is_scraped_before_it_starts(tmp_path: Path) -> None:
+    exp, b, _ = _stack(tmp_path)
+    source = b.source
+    assert isinstance(source, PrometheusSource)
+    try:
+        live = b.target.apply(to_env(exp, {"GOMAXPROCS": 1}))
+        source.observe(live)
+        # Generation 2 was announced at generation 1's apply; give Prometheus its update ticks.
+        deadline = time.monotonic() + 15
+        while source._query('count(up{autotune_generation="2"})', time.time()) != 2.0:
+            assert time.monotonic() < deadline, "the announced targets were never scraped"
+            time.sleep(0.2)
+        assert source._query('count(up{autotune_generation="2"} == 1)', time.time()) != 2.0
+        live = b.target.apply(to_env(exp, {"GOMAXPROCS": 2}))
+        assert live.details["generation"] == 2
+        t0 = time.monotonic()
+        source.observe(live)
+        assert time.monotonic() - t0 < 0.5
+        time.sleep(2 * exp.prometheus.scrape_interval + 0.5)
+        assert source._query('count(up{autotune_generation="2"} == 1)', time.time()) == 2.0
+    finally:
+        _teardown(b)

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from autotune.chaos.chaos_mesh import ChaosMeshInjector
 from autotune.experiment import Experiment, parse_experiment
-from autotune.kube import Kube, connect
+from autotune.kubernetes.client import Kube, connect
+from autotune.kubernetes.deployment import KubernetesTarget, StressGuard
+from autotune.kubernetes.stresschaos import ChaosMeshInjector
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
 from autotune.study.interrupts import Interrupted
 from autotune.study.trial import Backends
-from autotune.targets.kubernetes import KubernetesTarget
 from tests.kubernetes.fake_api import FakeCluster
 
 NAMESPACE, DEPLOYMENT, CONTAINER = "shop", "api", "api"
@@ -133,20 +133,24 @@ class World:
     def kube(self) -> Kube:
         return connect(self.clock, kubeconfig=str(self.kubeconfig))
 
-    def target(self, exp: Experiment | None = None) -> KubernetesTarget:
+    def target(self, exp: Experiment | None = None, *,
+               guard: StressGuard | None = None) -> KubernetesTarget:
         exp = exp or self.experiment()
         assert exp.target.kubernetes is not None
         return KubernetesTarget(exp.target.kubernetes, self.kube(), self.clock,
                                 variables=[p.env_var for p in exp.parameters], study=exp.name,
-                                state_dir=self.tmp / "results")
+                                state_dir=self.tmp / "results", guard=guard)
 
-    def injector(self, *, timeout: float = 1.0,
-                 study: str | None = "api-test") -> ChaosMeshInjector:
+    def injector(self, *, timeout: float = 1.0, study: str | None = "api-test",
+                 guard: StressGuard | None = None) -> ChaosMeshInjector:
         return ChaosMeshInjector(self.kube(), self.clock, namespace=NAMESPACE, study=study,
-                                 inject_timeout=timeout, recover_timeout=timeout, check_every=1)
+                                 inject_timeout=timeout, recover_timeout=timeout, check_every=1,
+                                 guard=guard)
 
     def backends(self, exp: Experiment | None = None, **metrics: Any) -> Backends:
-        return Backends(target=self.target(exp), injector=self.injector(),
+        """Wired as stack.build wires them: the target and the injector share a guard."""
+        guard = StressGuard()
+        return Backends(target=self.target(exp, guard=guard), injector=self.injector(guard=guard),
                         source=FakeMetrics(self.fake, **metrics))
 
     # --- what is really in the cluster ---------------------------------------------------

@@ -34,6 +34,7 @@ ERROR event with code 410.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import heapq
 import itertools
@@ -50,12 +51,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import jsonschema
 
-from autotune.chaos.chaos_mesh import crd, tighten
+from autotune.kubernetes.stresschaos import crd, tighten
 
 Obj = dict[str, Any]
 
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "deployments": ("apps", "v1", "Deployment"),
+    "replicasets": ("apps", "v1", "ReplicaSet"),
     "pods": ("", "v1", "Pod"),
     "events": ("", "v1", "Event"),
     "stresschaos": ("chaos-mesh.org", "v1alpha1", "StressChaos"),
@@ -80,6 +82,8 @@ class Failure:
     times: int
     message: str
     delay: float
+    after: bool = False
+    """Fail *after* doing the work: the response is lost, the change is made."""
 
 
 @dataclass
@@ -110,6 +114,14 @@ class FakeCluster:
     """A rollout to a template whose first container has such an env never completes (the
     candidate's pods crash-loop); restoring another env rolls out normally."""
     chaos: str = "inject"
+    """"inject"; "select-nothing"; "never-inject"; "stuck-deleting"; "conflict-events" (a
+    ``Failed`` event for an update conflict before selecting, then inject); "recover-fails"
+    (cancelling stress-ng fails: records stay Injected, no requeue, the finalizer stays)."""
+    progress_deadline: float | None = None
+    """Seconds after which a stuck rollout gets Progressing=False ProgressDeadlineExceeded."""
+    pod_start_delay: float = 0.0
+    """New pods of a rollout stay Pending (not Ready) this long."""
+    """Seconds after which a stuck rollout gets Progressing=False ProgressDeadlineExceeded."""
     crd_installed: bool = True
     webhook_denial: str | None = None
     denied: set[tuple[str, str]] = field(default_factory=set)
@@ -125,6 +137,8 @@ class FakeCluster:
         self.history: list[tuple[int, str, str, Obj]] = []
         self.failures: list[Failure] = []
         self.expire_next_watch = False
+        self.watch_faults: list[tuple[str, str]] = []
+        self.verbs: set[tuple[str, str]] = set()
         self.stopping = False
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -162,10 +176,20 @@ class FakeCluster:
     # --- knobs for tests ----------------------------------------------------------------
 
     def fail(self, method: str, path: str, status: int | None, *, times: int = 1,
-             message: str = "injected failure", delay: float = 0.0) -> None:
-        """The next ``times`` requests whose path contains ``path`` fail (or are slow)."""
+             message: str = "injected failure", delay: float = 0.0, after: bool = False) -> None:
+        """The next ``times`` requests whose path contains ``path`` fail (or are slow);
+        ``after``: the server did the work, the answer is an error (a lost response)."""
         with self.cond:
-            self.failures.append(Failure(method.upper(), path, status, times, message, delay))
+            self.failures.append(Failure(method.upper(), path, status, times, message, delay,
+                                         after))
+
+    def break_watch(self, plural: str, fault: str) -> None:
+        """The next watch of ``plural`` breaks when its first event is due, instead of sending
+        it: "500" (an ERROR event, code 500), "504" (ERROR 504 "Too large resource version",
+        what an API server behind the others answers), or "cut" (the event is torn in the
+        middle and the stream ends, as when a proxy drops the connection)."""
+        with self.cond:
+            self.watch_faults.append((plural, fault))
 
     def expire_history(self) -> None:
         """Forget the event history: a watch from an older resourceVersion gets 410 Gone."""
@@ -200,8 +224,10 @@ class FakeCluster:
         replicas = int(dep["spec"]["replicas"])
         with self.cond:
             self._store("deployments", dep, "ADDED")
+            rs = self._replicaset_for(dep)
             for _ in range(replicas):
-                self._store("pods", self._new_pod(dep), "ADDED")
+                self._store("pods", self._new_pod(dep, rs), "ADDED")
+            self._scale_rs(rs, replicas)
             self._finish_status(dep, replicas, replicas)
             return copy.deepcopy(dep)
 
@@ -216,11 +242,53 @@ class FakeCluster:
                     if p == plural and (namespace is None or ns == namespace)]
 
     def pods_of(self, namespace: str, deployment: str, *, terminating: bool = False) -> list[Obj]:
+        """The Deployment's pods: owned by one of its ReplicaSets, not finished (Failed or
+        Succeeded), and unless ``terminating``, not being deleted."""
         dep = self.get("deployments", namespace, deployment)
-        wanted = dep["spec"]["selector"]["matchLabels"] if dep else {"app": deployment}
+        if dep is None:
+            return []
+        owned = {rs["metadata"]["uid"] for rs in self.items("replicasets", namespace)
+                 if _controller_uid(rs) == dep["metadata"]["uid"]}
         return [p for p in self.items("pods", namespace)
-                if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+                if _controller_uid(p) in owned
+                and p["status"]["phase"] not in ("Failed", "Succeeded")
                 and (terminating or not p["metadata"].get("deletionTimestamp"))]
+
+    def scale(self, namespace: str, name: str, replicas: int) -> None:
+        """``kubectl scale``: a spec change (generation + 1); the controller adds or removes
+        pods of the current ReplicaSet at once."""
+        with self.cond:
+            dep = self.objects[("deployments", namespace, name)]
+            dep["spec"]["replicas"] = replicas
+            dep["metadata"]["generation"] += 1
+            self._store("deployments", dep, "MODIFIED")
+            rs = self._replicaset_for(dep)
+            current = [p for p in self.pods_of(namespace, name)
+                       if _controller_uid(p) == rs["metadata"]["uid"]]
+            for pod in current[replicas:]:
+                self._store("pods", pod, "DELETED")
+            for _ in range(replicas - len(current)):
+                self._store("pods", self._new_pod(dep, rs), "ADDED")
+            self._scale_rs(rs, replicas)
+            self._finish_status(dep, replicas, replicas)
+
+    def set_env(self, namespace: str, name: str, env: list[Obj]) -> None:
+        """``kubectl edit``: the first container's env list replaced; a normal rollout."""
+        with self.cond:
+            dep = self.objects[("deployments", namespace, name)]
+            dep["spec"]["template"]["spec"]["containers"][0]["env"] = copy.deepcopy(env)
+            dep["metadata"]["generation"] += 1
+            self._store("deployments", dep, "MODIFIED")
+            self._start_rollout(namespace, name, dep["metadata"]["generation"])
+
+    def pause(self, namespace: str, name: str) -> None:
+        """``kubectl rollout pause``."""
+        with self.cond:
+            dep = self.objects[("deployments", namespace, name)]
+            dep["spec"]["paused"] = True
+            dep["metadata"]["generation"] += 1
+            dep["status"]["observedGeneration"] = dep["metadata"]["generation"]
+            self._store("deployments", dep, "MODIFIED")
 
     def restart_pod(self, namespace: str, name: str) -> None:
         """The container restarts: new containerID, restartCount + 1 (the stress is gone)."""
@@ -231,15 +299,27 @@ class FakeCluster:
                 s["containerID"] = _container_id()
             self._store("pods", pod, "MODIFIED")
 
-    def add_pod(self, namespace: str, name: str, labels: dict[str, str]) -> None:
-        """A pod no Deployment owns (e.g. started by hand with the same labels)."""
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": namespace, "labels": labels},
+    def add_pod(self, namespace: str, name: str, labels: dict[str, str], *,
+                phase: str = "Running", reason: str | None = None,
+                owner: Obj | None = None) -> None:
+        """A pod: by default one no Deployment owns (started by hand with the same labels);
+        ``phase="Failed", reason="Evicted", owner=<a ReplicaSet>`` is an evicted pod, which the
+        ReplicaSet no longer counts and the pod GC removes only past its threshold."""
+        meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels)}
+        if owner is not None:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                        "name": owner["metadata"]["name"],
+                                        "uid": owner["metadata"]["uid"], "controller": True}]
+            meta["labels"].update(owner["spec"]["template"]["metadata"]["labels"])
+        status: Obj = {"phase": phase,
+                       "conditions": [{"type": "Ready", "status": str(phase == "Running")}],
+                       "containerStatuses": [{"name": "api", "containerID": _container_id(),
+                                              "restartCount": 0, "ready": phase == "Running"}]}
+        if reason is not None:
+            status["reason"] = reason
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                "spec": {"containers": [{"name": "api", "image": "example/api:1.0"}]},
-               "status": {"phase": "Running",
-                          "conditions": [{"type": "Ready", "status": "True"}],
-                          "containerStatuses": [{"name": "api", "containerID": _container_id(),
-                                                 "restartCount": 0, "ready": True}]}}
+               "status": status}
         with self.cond:
             self._store("pods", pod, "ADDED")
 
@@ -296,16 +376,17 @@ class FakeCluster:
                 self._watch(h, url.path, query)
                 return
             code, payload = self._route(method, url.path, query, body, h.headers)
+            self._maybe_fail(method, url.path, after=True)
         except HttpError as e:
             code, payload = e.code, _status(e.code, e.reason, e.message)
         except Exception as e:  # a bug in the fake: answer like a broken server would
             code, payload = 500, _status(500, "InternalError", f"fake: {type(e).__name__}: {e}")
         h.send_json(code, payload)
 
-    def _maybe_fail(self, method: str, path: str) -> None:
+    def _maybe_fail(self, method: str, path: str, after: bool = False) -> None:
         with self.cond:
             failure = next((f for f in self.failures if f.times > 0 and f.method == method
-                            and f.path in path), None)
+                            and f.path in path and f.after == after), None)
             if failure is not None:
                 failure.times -= 1
         if failure is None:
@@ -355,6 +436,7 @@ class FakeCluster:
                                               "update", "watch"]}]}
 
     def _access_review(self, body: Obj) -> tuple[int, Obj]:
+        self.verbs.add(("create", "selfsubjectaccessreviews"))
         if ("create", "selfsubjectaccessreviews") in self.denied:
             raise HttpError(403, "Forbidden", f'selfsubjectaccessreviews.authorization.k8s.io is '
                             f'forbidden: User "{USER}" cannot create resource '
@@ -365,6 +447,7 @@ class FakeCluster:
         return 201, body
 
     def _authorize(self, verb: str, plural: str, namespace: str, name: str | None) -> None:
+        self.verbs.add((verb, plural))
         if (verb, plural) in self.denied:
             group = RESOURCES[plural][0]
             what = f'{plural}.{group}' if group else plural
@@ -443,7 +526,7 @@ class FakeCluster:
                 _strategic_merge(updated, _without_directives(patch))
             else:
                 raise HttpError(415, "UnsupportedMediaType", f"{content_type} not supported")
-            _validate_deployment(updated)
+            _validate_deployment(updated, strict=query.get("fieldValidation") == "Strict")
             changed = updated["spec"] != current["spec"]
             if changed:
                 updated["metadata"]["generation"] = current["metadata"]["generation"] + 1
@@ -482,10 +565,38 @@ class FakeCluster:
         h.start_stream()
         try:
             for event in self._events(plural, namespace, query, deadline):
+                fault = self._watch_fault(plural, event)
+                if fault is not None:
+                    h.write_chunk(fault)
+                    break
                 h.write_chunk(json.dumps(event).encode() + b"\n")
             h.end_stream()
         except (BrokenPipeError, ConnectionResetError):
             return
+
+    def _watch_fault(self, plural: str, event: Obj) -> bytes | None:
+        """What to send instead of ``event`` when a fault is armed for this kind."""
+        if event.get("type") == "BOOKMARK":
+            return None
+        with self.cond:
+            fault = next((f for p, f in self.watch_faults if p == plural), None)
+            if fault is None:
+                return None
+            self.watch_faults.remove((plural, fault))
+        if fault == "cut":
+            return json.dumps(event).encode()[:40]  # torn inside the event, then the end
+        code, reason, message = {
+            "500": (500, "InternalError", "etcdserver: request timed out"),
+            # staging/src/k8s.io/apiserver/pkg/storage/cacher: a watch cache behind the
+            # requested revision answers "Too large resource version" (504, Timeout).
+            "504": (504, "Timeout", f"Too large resource version: {self.rv + 5}, current: "
+                                    f"{self.rv}"),
+        }[fault]
+        status = _status(code, reason, message)
+        if fault == "504":
+            status["details"] = {"causes": [{"reason": "ResourceVersionTooLarge",
+                                             "message": "Too large resource version"}]}
+        return json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"
 
     def _events(self, plural: str, namespace: str, query: dict[str, str],
                 deadline: float) -> Iterator[Obj]:
@@ -526,20 +637,56 @@ class FakeCluster:
                     yield {"type": kind, "object": copy.deepcopy(obj)}
 
     # --- the Deployment controller ------------------------------------------------------
+    # Follows kubernetes/kubernetes pkg/controller/deployment: a template change gets a new
+    # ReplicaSet named <deployment>-<pod-template-hash> owned by the Deployment, or reuses the
+    # old one with the same template (sync.go getNewReplicaSet / util.FindNewReplicaSet); the
+    # status counts only active pods (replica_set.go calculateStatus, FilterActivePods); the
+    # observed generation is written before the rollout progresses, with the Progressing
+    # condition left as it was (progress.go syncRolloutStatus only replaces it on progress, so a
+    # reused ReplicaSet keeps an old ProgressDeadlineExceeded until then); a paused Deployment
+    # is not rolled out (sync.go checkPausedConditions: Progressing=Unknown DeploymentPaused).
 
-    def _new_pod(self, dep: Obj) -> Obj:
+    def _replicaset_for(self, dep: Obj) -> Obj:
+        """The ReplicaSet of the Deployment's current template, created if missing."""
         template = copy.deepcopy(dep["spec"]["template"])
-        digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
-        pod_hash = digest[:10]
-        name = f"{dep['metadata']['name']}-{pod_hash}-{uuid.uuid4().hex[:5]}"
+        template["metadata"]["labels"].pop("pod-template-hash", None)
+        pod_hash = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+        namespace, name = dep["metadata"]["namespace"], f"{dep['metadata']['name']}-{pod_hash}"
+        existing = self.objects.get(("replicasets", namespace, name))
+        if existing is not None:
+            return existing
+        template["metadata"]["labels"]["pod-template-hash"] = pod_hash
+        selector = copy.deepcopy(dep["spec"]["selector"])
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": name, "namespace": namespace,
+                           "labels": dict(template["metadata"]["labels"]),
+                           "creationTimestamp": _now_precise(),
+                           "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                "name": dep["metadata"]["name"],
+                                                "uid": dep["metadata"]["uid"],
+                                                "controller": True}]},
+              "spec": {"replicas": 0, "selector": selector, "template": template},
+              "status": {"replicas": 0}}
+        return self._store("replicasets", rs, "ADDED")
+
+    def _scale_rs(self, rs: Obj, replicas: int) -> None:
+        rs["spec"]["replicas"] = replicas
+        rs["status"] = {"replicas": replicas, "readyReplicas": replicas,
+                        "availableReplicas": replicas}
+        self._store("replicasets", rs, "MODIFIED")
+
+    def _new_pod(self, dep: Obj, rs: Obj) -> Obj:
+        template = copy.deepcopy(rs["spec"]["template"])
+        name = f"{rs['metadata']['name']}-{uuid.uuid4().hex[:5]}"
         containers = template["spec"]["containers"]
         return {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": dep["metadata"]["namespace"],
-                         "labels": {**template["metadata"]["labels"],
-                                    "pod-template-hash": pod_hash},
+                         "labels": dict(template["metadata"]["labels"]),
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                              "name": f"{dep['metadata']['name']}-{pod_hash}",
+                                              "name": rs["metadata"]["name"],
+                                              "uid": rs["metadata"]["uid"],
                                               "controller": True}]},
             "spec": {**template["spec"], "nodeName": "node-1"},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
@@ -549,38 +696,92 @@ class FakeCluster:
         }
 
     def _finish_status(self, dep: Obj, replicas: int, total: int) -> None:
+        now = _now()
         dep["status"] = {"observedGeneration": dep["metadata"]["generation"],
                          "replicas": total, "updatedReplicas": replicas,
                          "readyReplicas": replicas, "availableReplicas": min(total, replicas),
-                         "conditions": [{"type": "Available", "status": "True"},
-                                        {"type": "Progressing", "status": "True",
-                                         "reason": "NewReplicaSetAvailable"}]}
+                         "conditions": [
+                             {"type": "Available", "status": "True", "lastUpdateTime": now,
+                              "lastTransitionTime": now, "reason": "MinimumReplicasAvailable"},
+                             {"type": "Progressing", "status": "True", "lastUpdateTime": now,
+                              "lastTransitionTime": now, "reason": "NewReplicaSetAvailable",
+                              "message": f'ReplicaSet "{dep["metadata"]["name"]}" has '
+                                         "successfully progressed."}]}
         self._store("deployments", dep, "MODIFIED")
+
+    def _set_progressing(self, dep: Obj, status: str, reason: str, message: str) -> None:
+        now = _now()
+        conditions = [c for c in dep["status"].get("conditions") or []
+                      if c.get("type") != "Progressing"]
+        conditions.append({"type": "Progressing", "status": status, "reason": reason,
+                           "message": message, "lastUpdateTime": now,
+                           "lastTransitionTime": now})
+        dep["status"]["conditions"] = conditions
 
     def _start_rollout(self, namespace: str, name: str, generation: int) -> None:
         dep = self.objects[("deployments", namespace, name)]
         env = {e["name"]: e.get("value")
                for e in dep["spec"]["template"]["spec"]["containers"][0].get("env") or []}
-        if self.rollout == "never" or (self.stuck_when is not None and self.stuck_when(env)):
-            dep["status"] = {**dep.get("status", {}), "observedGeneration": generation,
-                             "updatedReplicas": 0}
+        status = dep.setdefault("status", {})
+        status["observedGeneration"] = generation
+        if dep["spec"].get("paused"):
+            self._set_progressing(dep, "Unknown", "DeploymentPaused", "Deployment is paused")
             self._store("deployments", dep, "MODIFIED")
             return
+        rs = self._replicaset_for(dep)
+        if not rs["spec"]["replicas"]:
+            status["updatedReplicas"] = 0  # a new template: none of its pods exists yet
+        self._store("deployments", dep, "MODIFIED")
+        if self.rollout == "never" or (self.stuck_when is not None and self.stuck_when(env)):
+            if self.progress_deadline is not None:
+                self._later(self.progress_deadline,
+                            lambda: self._time_out(namespace, name, generation, rs))
+            return
         self._later(self.delay, lambda: self._roll(namespace, name, generation))
+
+    def _time_out(self, namespace: str, name: str, generation: int, rs: Obj) -> None:
+        dep = self.objects.get(("deployments", namespace, name))
+        if dep is None or dep["metadata"]["generation"] != generation:
+            return
+        self._set_progressing(dep, "False", "ProgressDeadlineExceeded",
+                              f'ReplicaSet "{rs["metadata"]["name"]}" has timed out progressing.')
+        self._store("deployments", dep, "MODIFIED")
 
     def _roll(self, namespace: str, name: str, generation: int) -> None:
         dep = self.objects.get(("deployments", namespace, name))
         if dep is None or dep["metadata"]["generation"] != generation:
             return  # superseded by a newer spec
-        old = self.pods_of(namespace, name)
+        rs = self._replicaset_for(dep)
+        old = [p for p in self.pods_of(namespace, name)
+               if _controller_uid(p) != rs["metadata"]["uid"]]
         replicas = int(dep["spec"]["replicas"])
         for pod in old:
             pod["metadata"]["deletionTimestamp"] = _now()
             self._store("pods", pod, "MODIFIED")
-        for _ in range(replicas):
-            self._store("pods", self._new_pod(dep), "ADDED")
+        for other in self.items("replicasets", namespace):
+            if (_controller_uid(other) == dep["metadata"]["uid"]
+                    and other["metadata"]["uid"] != rs["metadata"]["uid"]):
+                self._scale_rs(self.objects[("replicasets", namespace,
+                                             other["metadata"]["name"])], 0)
+        current = [p for p in self.pods_of(namespace, name)
+                   if _controller_uid(p) == rs["metadata"]["uid"]]
+        for _ in range(replicas - len(current)):
+            pod = self._new_pod(dep, rs)
+            if self.pod_start_delay:
+                running = copy.deepcopy(pod["status"])
+                pod["status"] = {"phase": "Pending", "conditions": [
+                    {"type": "Ready", "status": "False"}]}
+                self._later(self.pod_start_delay, functools.partial(self._start_pod, pod, running))
+            self._store("pods", pod, "ADDED")
+        self._scale_rs(rs, replicas)
         self._finish_status(dep, replicas, replicas + len(old))
         self._later(self.delay, lambda: self._reap(namespace, name, generation, old))
+
+    def _start_pod(self, pod: Obj, status: Obj) -> None:
+        key = ("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if key in self.objects:
+            self.objects[key]["status"] = status
+            self._store("pods", self.objects[key], "MODIFIED")
 
     def _reap(self, namespace: str, name: str, generation: int, old: list[Obj]) -> None:
         for pod in old:
@@ -611,9 +812,21 @@ class FakeCluster:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
         obj["metadata"]["finalizers"] = [FINALIZER]
+        if self.chaos == "conflict-events" and not obj.get("status"):
+            # chaos-mesh controllers/common/records/controller.go: a failed status update is
+            # recorded as Failed{Activity: "update records"} and the object is requeued.
+            self._event(obj, "Warning", "Failed", "Failed to update records: Operation cannot be "
+                        f'fulfilled on stresschaos.chaos-mesh.org "{name}": the object has been '
+                        "modified; please apply your changes to the latest version and try again")
+            obj["status"] = {"experiment": {"desiredPhase": "Run"}}
+            self._store("stresschaos", obj, "MODIFIED")
+            self._later(self.delay * 5, lambda: self._chaos_select(namespace, name))
+            return
         self._event(obj, "Normal", "FinalizerInited", "Finalizer has been inited")
         pods = [] if self.chaos == "select-nothing" else self._select(obj)
         if not pods:
+            # pkg/selector/pod/selector.go ErrNoPodSelected, recorded as
+            # Failed{Activity: "select targets"} (controllers/common/records/controller.go).
             self._event(obj, "Warning", "Failed",
                         "Failed to select targets: no pod is selected")
             obj["status"] = {"experiment": {"desiredPhase": "Run"}}
@@ -671,6 +884,14 @@ class FakeCluster:
         if obj is None or self.chaos == "stuck-deleting":
             return
         experiment = (obj.get("status") or {}).get("experiment") or {}
+        if self.chaos == "recover-fails":
+            # v2.8.3 records/controller.go: Recover() failed -> the record keeps "Injected", a
+            # Failed{Activity: "recover chaos"} event, and no requeue for a deleted object.
+            experiment["desiredPhase"] = "Stop"
+            self._event(obj, "Warning", "Failed", "Failed to recover chaos: rpc error: code = "
+                        "Unknown desc = cancel stress-ng: no such process")
+            self._store("stresschaos", obj, "MODIFIED")
+            return
         for record in experiment.get("containerRecords") or []:
             if record["phase"] == "Injected":
                 record.update(phase="Not Injected", recoveredCount=1)
@@ -768,6 +989,19 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _now_precise() -> str:
+    """A creationTimestamp that orders objects created within the same second."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1e6) % 1000000:06d}Z"
+
+
+def _controller_uid(obj: Obj) -> str | None:
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
 def _container_id() -> str:
     return "containerd://" + uuid.uuid4().hex + uuid.uuid4().hex
 
@@ -850,6 +1084,19 @@ def _strategic_merge(target: Obj, patch: Obj) -> None:
             _merge_list(target[key], value, MERGE_KEYS[key])
         else:
             target[key] = _without_directives(copy.deepcopy(value))
+    for key, value in patch.items():
+        if key.startswith("$setElementOrder/") and isinstance(target.get(key.split("/", 1)[1]),
+                                                                list):
+            _set_order(target[key.split("/", 1)[1]], value, MERGE_KEYS[key.split("/", 1)[1]])
+
+
+def _set_order(items: list[Obj], order: list[Obj], key: str) -> None:
+    """apimachinery/pkg/util/strategicpatch/patch.go normalizeElementOrder, simplified: the
+    elements named in ``$setElementOrder`` come in that order; the others keep their relative
+    place after them."""
+    rank = {o.get(key): i for i, o in enumerate(order)}
+    named = sorted((i for i in items if i.get(key) in rank), key=lambda i: rank[i.get(key)])
+    items[:] = named + [i for i in items if i.get(key) not in rank]
 
 
 def _merge_list(items: list[Obj], patch: list[Obj], key: str) -> None:
@@ -873,10 +1120,15 @@ def _without_directives(value: Any) -> Any:
     return value
 
 
-def _validate_deployment(dep: Obj) -> None:
+def _validate_deployment(dep: Obj, strict: bool = False) -> None:
     name = dep["metadata"]["name"]
     for i, c in enumerate(dep["spec"]["template"]["spec"]["containers"]):
         where = f"spec.template.spec.containers[{i}]"
+        unknown = [f"{where}.env[{j}].{k}" for j, e in enumerate(c.get("env") or [])
+                   for k in e if k not in ("name", "value", "valueFrom")]
+        if unknown and strict:
+            raise HttpError(400, "BadRequest", "strict decoding error: unknown field "
+                            + ", ".join(f'"{u}"' for u in unknown))
         if not c.get("image"):
             raise HttpError(422, "Invalid", f'Deployment.apps "{name}" is invalid: '
                             f"{where}.image: Required value")

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jsonschema
 import pytest
 
-from autotune.chaos.chaos_mesh import (
+from autotune.errors import ChaosError
+from autotune.experiment.models import Stress
+from autotune.kubernetes.errors import ApiError
+from autotune.kubernetes.objects import STRESSCHAOS, PodPlacement
+from autotune.kubernetes.stresschaos import (
     CRD_MISSING,
     crd,
     manifest_problems,
@@ -15,17 +20,14 @@ from autotune.chaos.chaos_mesh import (
     render,
     tighten,
 )
-from autotune.errors import ChaosError
-from autotune.experiment.models import Stress
-from autotune.kube import STRESSCHAOS, ApiError
 from autotune.live import Live
 from tests.kubernetes.conftest import NAMESPACE, World
 from tests.kubernetes.golden import check_golden
 
 LABELS = {"app.kubernetes.io/managed-by": "autotune", "autotune/study": "api-test",
           "autotune/trial": "7"}
-PLACEMENT: dict[str, Any] = {"namespace": "shop", "pod_labels": {"app": "api", "tier": "web"},
-                             "pods": ["api-1", "api-2"], "container": "api"}
+PLACEMENT = PodPlacement(namespace="shop", pod_labels={"app": "api", "tier": "web"},
+                         pods=("api-1", "api-2"), container="api")
 STRESS = Stress(workers=4, load=100)
 
 
@@ -52,8 +54,8 @@ def test_render_golden() -> None:
 
 
 def test_render_golden_with_expression_selector() -> None:
-    placement: dict[str, Any] = {**PLACEMENT, "pod_expressions": [
-        {"key": "track", "operator": "In", "values": ["stable"]}]}
+    placement = dataclasses.replace(PLACEMENT, pod_expressions=(
+        {"key": "track", "operator": "In", "values": ["stable"]},))
     manifest = render(name="autotune-api-test-t7-0123abcd", placement=placement,
                       stress=Stress(workers=1, load=30), duration=75.2, labels=LABELS)
     assert_valid(manifest)
@@ -104,8 +106,10 @@ def test_inject_creates_one_valid_object_and_waits_until_injected(world: World) 
     assert_valid(created)
     spec = created["spec"]
     assert spec["mode"] == "all" and spec["containerNames"] == ["api"]
-    assert spec["selector"] == {"namespaces": [NAMESPACE], "labelSelectors": {"app": "api"},
-                                "podPhaseSelectors": ["Running"]}
+    assert isinstance(live.placement, PodPlacement) and live.placement.pod_template_hash
+    assert spec["selector"] == {"namespaces": [NAMESPACE], "podPhaseSelectors": ["Running"],
+                                "labelSelectors": {"app": "api", "pod-template-hash":
+                                                   live.placement.pod_template_hash}}
     assert spec["duration"] == "20s" and spec["stressors"] == {"cpu": {"workers": 4, "load": 100}}
     assert created["metadata"]["labels"] == LABELS
     [post] = [r for r in world.fake.requests if r.method == "POST" and "stresschaos" in r.path]
@@ -177,9 +181,20 @@ def test_crd_missing(world: World) -> None:
     assert CRD_MISSING
 
 
-def test_stray_pod_with_the_same_labels_is_detected(world: World) -> None:
+def test_stray_pod_with_the_same_labels_is_not_stressed(world: World) -> None:
+    """The selector carries the new ReplicaSet's pod-template-hash: a pod started by hand with
+    the Deployment's labels is neither stressed nor mistaken for the candidate."""
     live = _live(world)
     world.fake.add_pod(NAMESPACE, "api-by-hand", {"app": "api"})
+    injection = world.injector().inject(live, STRESS, 20, LABELS)
+    assert injection.details["pods"] == sorted(live.placement["pods"])
+    assert "api-by-hand" not in world.fake.injected[-1].pods
+
+
+def test_a_pod_the_selector_catches_besides_the_candidate_is_detected(world: World) -> None:
+    live = _live(world)
+    [pod] = world.fake.pods_of(NAMESPACE, "api")[:1]
+    world.fake.add_pod(NAMESPACE, "api-by-hand", dict(pod["metadata"]["labels"]))
     with pytest.raises(ChaosError, match=r"stressed pods .*api-by-hand.* but the candidate runs"):
         world.injector().inject(live, STRESS, 20, LABELS)
     assert world.chaos_left() == []

@@ -12,13 +12,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from autotune import cluster
-from autotune.chaos.chaos_mesh import CRD_MISSING, ChaosMeshInjector, render
 from autotune.errors import PrerequisiteError
 from autotune.experiment.models import Stress
-from autotune.kube import STRESSCHAOS
+from autotune.kubernetes import stack as cluster
+from autotune.kubernetes.deployment import KubernetesTarget
+from autotune.kubernetes.objects import STRESSCHAOS, PodPlacement
+from autotune.kubernetes.permissions import NEEDED
+from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector, render
 from autotune.metrics.prometheus import PrometheusSource
-from autotune.targets.kubernetes import KubernetesTarget
 from tests.kubernetes.conftest import NAMESPACE, World
 
 # --- validate_cluster -------------------------------------------------------------------------
@@ -34,7 +35,7 @@ def test_a_ready_cluster_has_no_problems_and_nothing_changes(world: World) -> No
     reviews = [r.body["spec"]["resourceAttributes"] for r in world.fake.requests
                if r.path.endswith("selfsubjectaccessreviews")]
     assert {(a["verb"], a["resource"]) for a in reviews} == {
-        (v, k.plural) for v, k in cluster.NEEDED}
+        (p.verb, p.kind.plural) for p in NEEDED}
 
 
 def test_missing_permissions_are_each_named(world: World) -> None:
@@ -102,6 +103,7 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
     live = target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "500"})  # then "dies"
     world.injector().inject(live, Stress(workers=1, load=10), 60, {"autotune/trial": "4"})
     world.injector(study="older-study").inject(live, Stress(workers=1, load=10), 60, {})
+    assert isinstance(live.placement, PodPlacement)
     foreign = render(name="someone-elses", placement=live.placement, duration=60, labels={},
                      stress=Stress(workers=1, load=10))
     world.kube().create(STRESSCHAOS, NAMESPACE, foreign)

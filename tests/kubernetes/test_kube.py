@@ -9,17 +9,15 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import PrerequisiteError, TargetError
-from autotune.kube import (
+from autotune.kubernetes.client import configuration, connect
+from autotune.kubernetes.errors import ApiError, reraise_as
+from autotune.kubernetes.objects import (
     DEPLOYMENTS,
     PODS,
-    ApiError,
     Selection,
-    configuration,
-    connect,
     label_value,
     one,
     ours,
-    reraise_as,
     selector_of,
 )
 from tests.kubernetes.conftest import NAMESPACE, World
@@ -62,7 +60,7 @@ def test_401_says_credentials(world: World) -> None:
 def test_403_names_the_verb_and_the_resource(world: World) -> None:
     world.fake.denied.add(("patch", "deployments"))
     with pytest.raises(ApiError) as e:
-        world.kube().patch_deployment(NAMESPACE, "api", {"metadata": {"labels": {"a": "b"}}})
+        world.kube().patch(DEPLOYMENTS, NAMESPACE, "api", {"metadata": {"labels": {"a": "b"}}})
     text = str(e.value)
     assert "forbidden (403): not allowed to patch deployments.apps \"api\"" in text
     assert "Grant the verb 'patch' on deployments.apps" in text
@@ -79,7 +77,7 @@ def test_422_carries_the_servers_message(world: World) -> None:
                                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}}}}
     with pytest.raises(ApiError, match=r"rejected the request to patch .*\(422\).*may not be "
                                        "specified when `value` is not empty"):
-        world.kube().patch_deployment(NAMESPACE, "api", patch)
+        world.kube().patch(DEPLOYMENTS, NAMESPACE, "api", patch)
 
 
 def test_transient_errors_are_retried_then_reported(world: World) -> None:

@@ -12,12 +12,18 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from autotune import cluster
-from autotune.chaos.chaos_mesh import CRD_FILE, object_name, render
 from autotune.cli import main
 from autotune.experiment import Experiment, load_experiment
 from autotune.experiment.models import Burst
-from autotune.kube import MANAGED_BY_LABEL, STUDY_LABEL, TRIAL_LABEL
+from autotune.kubernetes import stack as cluster
+from autotune.kubernetes.objects import (
+    MANAGED_BY_LABEL,
+    STUDY_LABEL,
+    TRIAL_LABEL,
+    PodPlacement,
+)
+from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
+from autotune.kubernetes.stresschaos import CRD_FILE, object_name, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
 from tests.kubernetes.conftest import FakeMetrics, World
@@ -125,8 +131,8 @@ def test_chaos_template_is_what_the_injector_renders() -> None:
     name = object_name(exp.name, "12", shipped["metadata"]["name"].rsplit("-", 1)[1])
     rendered = render(
         name=name, stress=exp.chaos.stress, duration=exp.chaos.pattern.burst + DEAD_MAN_MARGIN,
-        placement={"namespace": "shop", "container": "api", "pods": ["x"],
-                   "pod_labels": dep["spec"]["selector"]["matchLabels"]},
+        placement=PodPlacement(namespace="shop", container="api", pods=("x",),
+                               pod_labels=dep["spec"]["selector"]["matchLabels"]),
         labels={MANAGED_BY_LABEL: "autotune", STUDY_LABEL: exp.name, TRIAL_LABEL: "12"})
     assert shipped == rendered
     assert_valid(shipped)
@@ -183,13 +189,12 @@ def test_rbac_grants_exactly_what_a_run_needs() -> None:
     granted = {(verb, group, resource)
                for rule in docs["Role"]["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    needed = {(verb, kind.group, kind.plural) for verb, kind in cluster.NEEDED}
-    assert needed <= granted
-    assert granted - needed == {("patch", "chaos-mesh.org", "stresschaos")}
+    needed = {(p.verb, p.kind.group, p.kind.plural) for p in NEEDED}
+    assert granted == needed, "deploy/rbac.yaml grants exactly the table's verbs"
     assert not any("*" in str(rule) for rule in docs["Role"]["rules"])
-    assert docs["ClusterRole"]["rules"] == [{"apiGroups": ["authorization.k8s.io"],
-                                             "resources": ["selfsubjectaccessreviews"],
-                                             "verbs": ["create"]}]
+    assert docs["ClusterRole"]["rules"] == [{"apiGroups": [p.kind.group],
+                                             "resources": [p.kind.plural],
+                                             "verbs": [p.verb]} for p in CLUSTER_NEEDED]
     sa = docs["ServiceAccount"]["metadata"]
     for binding in ("RoleBinding", "ClusterRoleBinding"):
         [subject] = docs[binding]["subjects"]

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from autotune.errors import TargetError
-from autotune.kube import ORIGINAL_ENV_ANNOTATION
-from autotune.targets.kubernetes import (
+from autotune.kubernetes.deployment import (
     Original,
     any_of,
     cpu_cores,
@@ -16,6 +15,7 @@ from autotune.targets.kubernetes import (
     gomaxprocs_note,
     restore_patch,
 )
+from autotune.kubernetes.objects import ORIGINAL_ENV_ANNOTATION
 from tests.kubernetes.conftest import NAMESPACE, ORIGINAL_ENV, World
 from tests.kubernetes.golden import check_golden
 
@@ -159,14 +159,11 @@ def test_rollout_timeout_fails_and_rolls_back(world: World) -> None:
 
 def test_progress_deadline_exceeded_fails_at_once(world: World) -> None:
     world.fake.rollout = "never"
-    target = world.target()
-    dep = world.fake.objects[("deployments", NAMESPACE, "api")]
-    with world.fake.cond:
-        dep["status"]["conditions"] = [{"type": "Progressing", "status": "False",
-                                        "reason": "ProgressDeadlineExceeded",
-                                        "message": "ReplicaSet api-x has timed out progressing"}]
+    world.fake.progress_deadline = 0.2
+    target = world.target(world.experiment(rollout_timeout="30s"))
     with pytest.raises(TargetError, match=r"progress deadline.*timed out progressing"):
         target.apply(CANDIDATE)
+    assert world.clock.offset < 30
 
 
 def test_deployment_and_container_not_found(world: World) -> None:

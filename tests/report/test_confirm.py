@@ -142,3 +142,31 @@ def test_top_configurations_takes_the_pareto_front_for_several_objectives() -> N
     picks = top_configurations(summaries, ["minimize", "minimize"], 5)
     assert [p.trial for p in picks] == [0, 1, 3]  # #2 is dominated by #1
     assert settings_key({"b": 1, "a": 2}) == settings_key({"a": 2, "b": 1})
+
+
+def _adaptive(studies: st.Studies) -> list[Any]:
+    return [t for t in _confirm_trials(studies) if t.user_attrs.get("adaptive")]
+
+
+def test_adaptive_rounds_re_measure_only_what_is_not_separated(tmp_path: Path) -> None:
+    # 30% noise: two fixed rounds cannot separate the top candidates from each other.
+    noisy = EXPERIMENT.replace("noise: 0.03", "noise: 0.3")
+    sim = open_sim(tmp_path, noisy)
+    sim.runner.run(sim.studies, 6)
+    done = confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=5)
+    extra = _adaptive(sim.studies)
+    assert 0 < len(extra) <= 5 and done == 3 * 2 + len(extra)
+    assert all(t.user_attrs["round"] > 2 for t in extra)
+    # Each adaptive round holds the current best; the best is always among them.
+    rounds = Counter(t.user_attrs["round"] for t in extra)
+    assert all(n <= 3 for n in rounds.values())
+
+
+def test_no_adaptive_round_once_the_best_is_separated(tmp_path: Path) -> None:
+    quiet = EXPERIMENT.replace("noise: 0.03", "noise: 0.0")
+    sim = open_sim(tmp_path, quiet)
+    sim.runner.run(sim.studies, 6)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=5)
+    # Without noise every difference is resolved (or the two are equal within 5%).
+    assert _adaptive(sim.studies) == []
+    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=0) == 0

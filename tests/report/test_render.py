@@ -48,7 +48,8 @@ def test_markdown_states_verdict_environment_failures_and_unavailable(
 ) -> None:
     md = (written[0] / "report.md").read_text()
     assert "## Verdict: ADOPT: #1 (GOMAXPROCS=2 GOGC=400)" in md
-    assert "95% CI +69.1% .. +89.7%" in md
+    assert "Runner-up: #1 and the runner-up #6 are equivalent within 21%" in md
+    assert "95% CI +72.5% .. +89.7%" in md
     for fact in ("Go version of the service: go1.25.4",
                  "CPU limit: 1 (limits.cpu of the container)",
                  "GOMAXPROCS when unset (the baseline): GOMAXPROCS unset: Go >= 1.25",
@@ -56,7 +57,7 @@ def test_markdown_states_verdict_environment_failures_and_unavailable(
                  "report generated: 2026-12-01T12:00:00+00:00"):
         assert fact in md, fact
     assert "inject: no pod matched the selector" in md
-    assert "unavailable in 1 run(s): no series for rate(a[1m])" in md
+    assert "unavailable in 2 run(s): no series for rate(a[1m])" in md
     # The configuration table: one row per configuration with the GC pause and p99 columns.
     header = next(line for line in md.splitlines() if line.startswith("| configuration | "
                                                                        "settings | runs | p99"))

@@ -95,7 +95,7 @@ def test_confirmation_without_interleaved_baseline_uses_the_repeats(tmp_path: Pa
               candidate="baseline", round=r_)
     r = build_report(b.exp, b.studies, now=NOW)
     assert r.evidence == "confirmation"
-    assert "no interleaved baseline run completed" in r.evidence_note
+    assert "3 repeats before the search and 0 runs interleaved" in r.evidence_note
     assert r.baseline is not None and all(run.round is None for run in r.baseline.runs)
     assert r.verdict == "adopt"
     assert [f.reason for f in r.failures] == ["apply: rollout timed out"] * 2

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cluster import build
 from autotune.experiment import parse_experiment
+from autotune.kubernetes.stack import build
 from tests.kubernetes.conftest import NAMESPACE, FastClock, start_world
 
 EXPERIMENT = """

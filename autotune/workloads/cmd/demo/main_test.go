@@ -9,22 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestRenardBounds(t *testing.T) {
-	b := renardBounds(-4, 1)
-	if len(b) != 51 || b[0] != 0.0001 || b[len(b)-1] != 10 {
-		t.Fatalf("bounds: len=%d first=%v last=%v", len(b), b[0], b[len(b)-1])
-	}
-	for i := 1; i < len(b); i++ {
-		if !(b[i] > b[i-1]) || b[i]/b[i-1] > 1.3 {
-			t.Fatalf("bounds not ascending fine: %v %v", b[i-1], b[i])
-		}
-	}
-	if got := formatFloat(b[2]); got != "0.00016" {
-		t.Fatalf("label %q", got)
-	}
-}
+	"autotune/workloads/internal/prom"
+)
 
 func TestMergeRuntimeHistogram(t *testing.T) {
 	h := &metrics.Float64Histogram{
@@ -60,14 +47,14 @@ func TestCheckLoopback(t *testing.T) {
 }
 
 func TestMetricsExposition(t *testing.T) {
-	s := &server{latency: newHistogram(renardBounds(-4, 1)), runtime: newRuntimeCollector(), workIters: 10}
+	s := &server{latency: prom.NewHistogram(prom.RenardBounds(-4, 1)), runtime: newRuntimeCollector(), workIters: 10}
 	s.heap.Store(buildLiveHeap(1))
 	rec := httptest.NewRecorder()
 	s.handleWork(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != 200 {
 		t.Fatalf("work: %d", rec.Code)
 	}
-	s.latency.observe(3 * time.Millisecond)
+	s.latency.Observe(3 * time.Millisecond)
 	rec = httptest.NewRecorder()
 	s.handleMetrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {

@@ -1,17 +1,21 @@
 """The one module that talks to the Kubernetes API: the only importer of ``kubernetes``.
 
-It owns three things the backends must not reinvent:
+One request path (``Kube._request``) for every kind, built-in or custom: the URL comes from the
+``Kind``, never from a per-kind generated method. It owns:
 
-- the error vocabulary: every ``ApiException`` becomes an ``ApiError`` (an ``AutotuneError``)
-  whose message names the verb and the resource, and says what to do about a 401, a 403 or an
-  admission webhook's denial; ``reraise_as`` turns it into the caller's family error;
+- timeouts on every request (connect and read; a watch gets its own server-side timeout plus
+  a grace period);
 - one bounded retry loop for transient failures (429, 5xx, connection errors, timeouts);
-- ``Kube.wait``: list, then watch from the list's resourceVersion until a condition holds on the
-  current state, re-listing when the server says the version is too old (410 Gone).
+- the error vocabulary: a failed request raises a typed ``ApiError`` (``NotFound``,
+  ``Conflict``, ``Gone``, ``Forbidden``, ...; see errors.py) whose message names the verb and
+  the resource and says what to do about a 401, a 403 or an admission webhook's denial;
+- ``Kube.wait``: list, then watch from the list's resourceVersion until a condition holds on
+  the current state. Any trouble in the stream (a 410 Gone, a 500, a 504 "too large resource
+  version" from a lagging API server, a cut connection, a torn line) means: list again and
+  resume, until the deadline.
 
-Objects are plain JSON dicts, the shapes users see in ``kubectl get -o json``: the client's
-typed models are never deserialised (``_preload_content=False``), so custom resources and
-built-in ones are handled alike.
+Objects are plain JSON dicts; the client's typed models are never deserialised, so custom
+resources and built-in ones are handled alike.
 """
 
 from __future__ import annotations
@@ -20,31 +24,23 @@ import json
 import logging
 import math
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from autotune.clock import Clock
-from autotune.errors import AutotuneError, PrerequisiteError
+from autotune.errors import PrerequisiteError
+from autotune.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, api_error
+from autotune.kubernetes.objects import ACCESS_REVIEWS, Kind, Obj, Selection, name_of
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 T = TypeVar("T")
-
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGER = "autotune"
-STUDY_LABEL = "autotune/study"
-TRIAL_LABEL = "autotune/trial"
-ORIGINAL_ENV_ANNOTATION = "autotune/original-env"
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -54,110 +50,8 @@ READ_TIMEOUT = 30.0
 # A watch that stays silent this much longer than its own server-side timeout is a dead
 # connection, not a quiet one.
 WATCH_GRACE = 15.0
-
-
-@dataclass(frozen=True)
-class Kind:
-    group: str
-    version: str
-    plural: str
-    kind: str
-
-    @property
-    def resource(self) -> str:
-        """As in RBAC rules and kubectl: ``deployments.apps``, ``pods``."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-DEPLOYMENTS = Kind("apps", "v1", "deployments", "Deployment")
-PODS = Kind("", "v1", "pods", "Pod")
-EVENTS = Kind("", "v1", "events", "Event")
-STRESSCHAOS = Kind("chaos-mesh.org", "v1alpha1", "stresschaos", "StressChaos")
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Objects of one kind in one namespace, narrowed by label and field selectors."""
-
-    kind: Kind
-    namespace: str
-    labels: str | None = None
-    fields: str | None = None
-
-    def describe(self) -> str:
-        narrowed = [s for s in (self.labels, self.fields) if s]
-        where = f" matching {', '.join(narrowed)}" if narrowed else ""
-        return f"{self.kind.resource} in namespace {self.namespace!r}{where}"
-
-
-def one(kind: Kind, namespace: str, name: str) -> Selection:
-    return Selection(kind, namespace, fields=f"metadata.name={name}")
-
-
-class ApiError(AutotuneError):
-    """A request to the API server failed; ``status`` is the HTTP status (None: unreachable)."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
-
-
-@contextmanager
-def reraise_as(family: type[AutotuneError]) -> Iterator[None]:
-    """Report API failures as the caller's error family (TargetError, ChaosError, ...)."""
-    try:
-        yield
-    except ApiError as e:
-        if isinstance(e, family):
-            raise
-        raise family(str(e)) from e
-
-
-# --- labels and selectors -----------------------------------------------------------------
-
-_LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def label_value(text: str) -> str:
-    """``text`` as a valid label value (<= 63 characters, alphanumeric at both ends)."""
-    value = _LABEL_VALUE_BAD.sub("-", text)[:63]
-    return value.strip("._-")
-
-
-def label_selector(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-
-
-def selector_of(match_labels: Mapping[str, str], expressions: list[Obj] | None = None) -> str:
-    """A Deployment's ``spec.selector`` as a label-selector string."""
-    parts = [f"{k}={v}" for k, v in sorted(match_labels.items())]
-    for e in expressions or []:
-        key, op, values = e["key"], e["operator"], ",".join(e.get("values") or [])
-        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})",
-                      "Exists": key, "DoesNotExist": f"!{key}"}[op])
-    return ",".join(parts)
-
-
-def ours(study: str | None = None) -> str:
-    """The label selector of objects autotune created (for one study, or for any)."""
-    labels = {MANAGED_BY_LABEL: MANAGER}
-    if study is not None:
-        labels[STUDY_LABEL] = label_value(study)
-    return label_selector(labels)
-
-
-def name_of(obj: Obj) -> str:
-    return str(obj.get("metadata", {}).get("name", ""))
+# After a broken watch, wait this long before listing again (a struggling server gets air).
+RELIST_PAUSE = 0.2
 
 
 def _status_message(body: str | bytes | None) -> str:
@@ -198,6 +92,18 @@ def describe_failure(status: int | None, message: str, verb: str, what: str,
     return f"the API server failed to {tried} ({status}){again}: {message}"
 
 
+def _path(kind: Kind, namespace: str | None, name: str | None = None) -> str:
+    base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    if namespace is not None:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{kind.plural}"
+    return base + (f"/{quote(name, safe='')}" if name else "")
+
+
+class _Broken(Exception):
+    """The watch stream broke (an ERROR event, a cut connection, a torn line): list again."""
+
+
 class Kube:
     """A connected client. Every call is retried on transient failures, bounded."""
 
@@ -206,34 +112,45 @@ class Kube:
         self.api, self.clock = api, clock
         self.attempts, self.backoff = attempts, backoff
         self.host = str(api.configuration.host)
-        self._core = client.CoreV1Api(api)
-        self._apps = client.AppsV1Api(api)
-        self._custom = client.CustomObjectsApi(api)
-        self._authz = client.AuthorizationV1Api(api)
 
-    # --- the retry loop -----------------------------------------------------------------
+    # --- the one request path -----------------------------------------------------------
 
-    def _call(self, verb: str, kind: Kind, what: str, request: Callable[[], Any]) -> Any:
-        """Run ``request`` (returns an unread urllib3 response), retrying transient failures."""
+    def _request(self, verb: str, method: str, kind: Kind, what: str, path: str, *,
+                 query: dict[str, Any] | None = None, body: Obj | None = None,
+                 content_type: str = "application/json",
+                 timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> Any:
+        """Send one request, retrying transient failures; the unread urllib3 response."""
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
         for attempt in range(1, self.attempts + 1):
             try:
-                return request()
+                request = self.api.param_serialize(
+                    method, path, query_params=params, body=body,
+                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    auth_settings=["BearerToken"])
+                response = self.api.call_api(*request, _request_timeout=timeout)
+                if not 200 <= response.status <= 299:
+                    response.read()  # type: ignore[no-untyped-call]
+                    raise ApiException.from_response(http_resp=response, body=None, data=None)
+                return response.response
             except ApiException as e:
-                status = int(e.status) if e.status is not None else None
+                status = int(e.status) if e.status else None
                 message = _status_message(e.body) or str(e.reason or "")
                 if status in RETRIABLE_STATUSES and attempt < self.attempts:
                     log.debug("%s %s: %s %s; retrying", verb, what, status, message)
                     self.clock.sleep(self._delay(attempt, e))
                     continue
-                text = describe_failure(status, message, verb, what, kind.resource, attempt)
-                raise ApiError(text, status) from e
+                if status is None:
+                    raise Unreachable(f"cannot reach the Kubernetes API server at {self.host} "
+                                      f"to {verb} {what}: {message}") from e
+                raise api_error(describe_failure(status, message, verb, what, kind.resource,
+                                                 attempt), status) from e
             except (urllib3.exceptions.HTTPError, OSError) as e:
                 if attempt < self.attempts:
                     log.debug("%s %s: %s; retrying", verb, what, e)
                     self.clock.sleep(self._delay(attempt, None))
                     continue
-                raise ApiError(f"cannot reach the Kubernetes API server at {self.host} to "
-                               f"{verb} {what} ({attempt} attempts): {e}") from e
+                raise Unreachable(f"cannot reach the Kubernetes API server at {self.host} to "
+                                  f"{verb} {what} ({attempt} attempts): {e}") from e
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _delay(self, attempt: int, e: ApiException | None) -> float:
@@ -242,8 +159,9 @@ class Kube:
             return min(float(retry_after), 10.0)
         return float(min(self.backoff * 2 ** (attempt - 1), 8.0))
 
-    def _json(self, verb: str, kind: Kind, what: str, request: Callable[[], Any]) -> Obj:
-        response = self._call(verb, kind, what, request)
+    def _json(self, verb: str, method: str, kind: Kind, what: str, path: str,
+              **kwargs: Any) -> Obj:
+        response = self._request(verb, method, kind, what, path, **kwargs)
         try:
             data: Obj = json.loads(response.data or b"{}")
         finally:
@@ -252,107 +170,70 @@ class Kube:
 
     # --- reading ------------------------------------------------------------------------
 
-    def _lister(self, kind: Kind) -> Callable[..., Any]:
-        if kind == PODS:
-            return self._core.list_namespaced_pod
-        if kind == EVENTS:
-            return self._core.list_namespaced_event
-        if kind == DEPLOYMENTS:
-            return self._apps.list_namespaced_deployment
-        return partial(self._custom.list_namespaced_custom_object, kind.group, kind.version,
-                       plural=kind.plural)
-
     def list(self, sel: Selection) -> tuple[list[Obj], str]:
         """The selected objects and the list's resourceVersion (to watch from)."""
-        lister = self._lister(sel.kind)
-        data = self._json("list", sel.kind, sel.describe(), lambda: lister(
-            namespace=sel.namespace, label_selector=sel.labels, field_selector=sel.fields,
-            _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)))
+        data = self._json("list", "GET", sel.kind, sel.describe(),
+                          _path(sel.kind, sel.namespace),
+                          query={"labelSelector": sel.labels, "fieldSelector": sel.fields})
         version = str(data.get("metadata", {}).get("resourceVersion", ""))
         return list(data.get("items") or []), version
 
     def get(self, kind: Kind, namespace: str, name: str) -> Obj | None:
         """The object, or None if it does not exist."""
         what = f'{kind.resource} "{name}" in namespace "{namespace}"'
-        if kind == DEPLOYMENTS:
-            def request() -> Any:
-                return self._apps.read_namespaced_deployment(
-                    name, namespace, _preload_content=False,
-                    _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
-        else:
-            def request() -> Any:
-                return self._custom.get_namespaced_custom_object(
-                    kind.group, kind.version, namespace, kind.plural, name,
-                    _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
         try:
-            return self._json("get", kind, what, request)
-        except ApiError as e:
-            if e.status == 404:
-                return None
-            raise
+            return self._json("get", "GET", kind, what, _path(kind, namespace, name))
+        except NotFound:
+            return None
 
     def serves(self, kind: Kind) -> bool:
         """Whether the API server knows the resource (its CRD is installed), via discovery."""
         what = f"the API group {kind.api_version}"
+        path = f"/apis/{kind.api_version}" if kind.group else f"/api/{kind.version}"
         try:
-            data = self._json("discover", kind, what, lambda: self._custom.get_api_resources(
-                kind.group, kind.version, _preload_content=False,
-                _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)))
-        except ApiError as e:
-            if e.status == 404:
-                return False
-            raise
+            data = self._json("discover", "GET", kind, what, path)
+        except NotFound:
+            return False
         return any(r.get("name") == kind.plural for r in data.get("resources") or [])
 
     def can_i(self, verb: str, kind: Kind, namespace: str) -> tuple[bool, str]:
         """SelfSubjectAccessReview: may we ``verb`` ``kind`` in ``namespace``? (and why not)."""
-        review = client.V1SelfSubjectAccessReview(
-            api_version="authorization.k8s.io/v1", kind="SelfSubjectAccessReview",
-            spec=client.V1SelfSubjectAccessReviewSpec(
-                resource_attributes=client.V1ResourceAttributes(
-                    namespace=namespace, verb=verb, group=kind.group, resource=kind.plural)))
-        authz = Kind("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
-                     "SelfSubjectAccessReview")
-        data = self._json("create", authz, "a SelfSubjectAccessReview", lambda:
-                          self._authz.create_self_subject_access_review(
-                              review, _preload_content=False,
-                              _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)))
+        review = {"apiVersion": ACCESS_REVIEWS.api_version, "kind": ACCESS_REVIEWS.kind,
+                  "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb,
+                                                  "group": kind.group,
+                                                  "resource": kind.plural}}}
+        data = self._json("create", "POST", ACCESS_REVIEWS, "a SelfSubjectAccessReview",
+                          _path(ACCESS_REVIEWS, None), body=review)
         status = data.get("status") or {}
         return bool(status.get("allowed")), str(status.get("reason") or
                                                 status.get("evaluationError") or "")
 
     # --- writing ------------------------------------------------------------------------
 
-    def patch_deployment(self, namespace: str, name: str, patch: Obj, *,
-                         dry_run: bool = False) -> Obj:
-        """Strategic-merge-patch a Deployment: lists of containers and env merge by name."""
-        what = f'deployments.apps "{name}" in namespace "{namespace}"'
-        return self._json("patch", DEPLOYMENTS, what, lambda: self._apps
-                          .patch_namespaced_deployment(
-            name, namespace, patch, dry_run="All" if dry_run else None,
-            field_validation="Strict", _content_type=STRATEGIC_MERGE_PATCH,
-            _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)))
+    def patch(self, kind: Kind, namespace: str, name: str, patch: Obj, *,
+              dry_run: bool = False) -> Obj:
+        """Strategic-merge-patch an object (lists of containers and env merge by name);
+        unknown fields are an error (``fieldValidation=Strict``), never silently pruned."""
+        what = f'{kind.resource} "{name}" in namespace "{namespace}"'
+        return self._json("patch", "PATCH", kind, what, _path(kind, namespace, name),
+                          query={"dryRun": "All" if dry_run else None,
+                                 "fieldValidation": "Strict"},
+                          body=patch, content_type=STRATEGIC_MERGE_PATCH)
 
     def create(self, kind: Kind, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
-        """Create a custom object; unknown fields are an error, never silently pruned."""
+        """Create an object; unknown fields are an error, never silently pruned."""
         what = f'{kind.resource} "{name_of(body)}" in namespace "{namespace}"'
-        return self._json("create", kind, what, lambda: self._custom
-                          .create_namespaced_custom_object(
-            kind.group, kind.version, namespace, kind.plural, body,
-            dry_run="All" if dry_run else None, field_validation="Strict",
-            _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)))
+        return self._json("create", "POST", kind, what, _path(kind, namespace),
+                          query={"dryRun": "All" if dry_run else None,
+                                 "fieldValidation": "Strict"}, body=body)
 
     def delete(self, kind: Kind, namespace: str, name: str) -> bool:
-        """Ask for deletion of a custom object; False if it was already gone."""
+        """Ask for deletion of an object; False if it was already gone."""
         what = f'{kind.resource} "{name}" in namespace "{namespace}"'
         try:
-            self._json("delete", kind, what, lambda: self._custom.delete_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, name,
-                _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)))
-        except ApiError as e:
-            if e.status == 404:
-                return False
-            raise
+            self._json("delete", "DELETE", kind, what, _path(kind, namespace, name))
+        except NotFound:
+            return False
         return True
 
     # --- watching -----------------------------------------------------------------------
@@ -361,29 +242,33 @@ class Kube:
               timeout: float) -> Iterator[tuple[str, Obj]]:
         """Events after ``resource_version`` for at most ``timeout`` seconds (server-side).
 
-        Raises ``_Expired`` when the version is too old; a stream cut short just ends.
+        Raises ``_Broken`` when the stream cannot be trusted any more: an ERROR event (410 Gone,
+        500, 504 "too large resource version", ...), a cut connection or a torn line. A stream
+        that the server ends normally (its timeout) just ends.
         """
         seconds = max(1, math.ceil(timeout))
-        lister = self._lister(sel.kind)
         try:
-            response = self._call("watch", sel.kind, sel.describe(), lambda: lister(
-                namespace=sel.namespace, label_selector=sel.labels, field_selector=sel.fields,
-                resource_version=resource_version or None, timeout_seconds=seconds,
-                allow_watch_bookmarks=True, watch=True, _preload_content=False,
-                _request_timeout=(CONNECT_TIMEOUT, seconds + WATCH_GRACE)))
-        except ApiError as e:
-            if e.status == 410:
-                raise _Expired(str(e)) from e
-            raise
+            response = self._request(
+                "watch", "GET", sel.kind, sel.describe(), _path(sel.kind, sel.namespace),
+                query={"labelSelector": sel.labels, "fieldSelector": sel.fields,
+                       "resourceVersion": resource_version or None,
+                       "timeoutSeconds": seconds, "allowWatchBookmarks": "true",
+                       "watch": "true"},
+                timeout=(CONNECT_TIMEOUT, seconds + WATCH_GRACE))
+        except Gone as e:
+            raise _Broken(str(e)) from e
         try:
             for line in _lines(response):
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError as e:
+                    raise _Broken(f"torn watch event: {line[:80]!r}") from e
                 kind, obj = str(event.get("type")), event.get("object") or {}
                 if kind == "ERROR":
-                    _raise_watch_error(obj, sel)
+                    _watch_error(obj, sel)
                 yield kind, obj
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            log.debug("watch of %s ended early: %s", sel.describe(), e)
+            raise _Broken(f"stream cut: {e}") from e
         finally:
             response.close()
 
@@ -422,8 +307,11 @@ class Kube:
                         return found
                     if poll is not None:
                         poll(state)
-            except _Expired:
-                log.debug("watch of %s expired; listing again", sel.describe())
+            except _Broken as e:
+                log.debug("watch of %s broke (%s); listing again", sel.describe(), e)
+                if deadline - self.clock.monotonic() <= 0:
+                    return None
+                self.clock.sleep(min(RELIST_PAUSE, max(0.0, deadline - self.clock.monotonic())))
                 state, version = self._snapshot(sel)
                 continue
             if self.clock.monotonic() - started < 0.05:
@@ -435,7 +323,8 @@ class Kube:
 
 
 def _lines(response: Any) -> Iterator[str]:
-    """The lines of a chunked watch response, as they arrive."""
+    """The lines of a chunked watch response, as they arrive. A last line without its newline
+    is a torn event (the stream was cut inside it): yielded as is, so the caller sees it."""
     buffer = b""
     for chunk in response.stream(amt=None, decode_content=False):
         buffer += chunk
@@ -447,13 +336,16 @@ def _lines(response: Any) -> Iterator[str]:
         yield buffer.decode("utf-8", errors="replace")
 
 
-def _raise_watch_error(status: Obj, sel: Selection) -> None:
+def _watch_error(status: Obj, sel: Selection) -> None:
+    """An ERROR event in a watch stream. Whatever its code (410 Gone; 500; 504 "Too large
+    resource version" from an API server behind the others; 429), the stream is over and a
+    fresh list is the way to continue. Only a 401/403 is not worth retrying."""
     code = status.get("code")
-    if code == 410:
-        raise _Expired(str(status.get("message", "")))
     message = str(status.get("message", status))
-    raise ApiError(describe_failure(code, message, "watch", sel.describe(), sel.kind.resource),
-                   code)
+    text = describe_failure(code, message, "watch", sel.describe(), sel.kind.resource)
+    if code in (401, 403):
+        raise api_error(text, code)
+    raise _Broken(text)
 
 
 # --- connecting ---------------------------------------------------------------------------
@@ -506,3 +398,6 @@ def configuration(*, context: str | None = None,
 
 def connect(clock: Clock, *, context: str | None = None, kubeconfig: str | None = None) -> Kube:
     return Kube(client.ApiClient(configuration(context=context, kubeconfig=kubeconfig)), clock)
+
+
+__all__ = ["ApiError", "Kube", "configuration", "connect", "describe_failure"]

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"autotune/workloads/internal/prom"
 )
 
 func TestCheckTarget(t *testing.T) {
@@ -33,8 +35,8 @@ func newTestLoadgen(target string, rate float64, conns int) *loadgen {
 		client:      &http.Client{Timeout: 5 * time.Second},
 		connections: conns,
 		queue:       make(chan time.Time, int(10*rate)),
-		hist:        newHistogram(renardBounds(-4, 1)),
-		sendDelay:   newHistogram(renardBounds(-6, 1)),
+		hist:        prom.NewHistogram(prom.RenardBounds(-4, 1)),
+		sendDelay:   prom.NewHistogram(prom.RenardBounds(-6, 1)),
 	}
 }
 
@@ -71,11 +73,11 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 	cancel()
 	wg.Wait()
 
-	counts, _ := lg.hist.snapshot()
+	counts, _ := lg.hist.Snapshot()
 	var total, over100ms uint64
 	for i, c := range counts {
 		total += c
-		if i == len(lg.hist.bounds) || lg.hist.bounds[i] > 0.1 {
+		if i == len(lg.hist.Bounds) || lg.hist.Bounds[i] > 0.1 {
 			over100ms += c
 		}
 	}

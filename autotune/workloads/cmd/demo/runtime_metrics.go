@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"autotune/workloads/internal/prom"
 )
 
 // Scalar runtime metrics to export (counters when cumulative, gauges otherwise).
@@ -50,7 +52,7 @@ var runtimeHistNames = []string{
 }
 
 // 1us .. 10s, R10 series (~1.26x per bucket), 71 bounds.
-var runtimeHistBounds = renardBounds(-6, 1)
+var runtimeHistBounds = prom.RenardBounds(-6, 1)
 
 type runtimeMetric struct {
 	promName   string
@@ -145,7 +147,7 @@ func mergeRuntimeHistogram(h *metrics.Float64Histogram, bounds []float64) ([]uin
 	return counts, sum
 }
 
-func (c *runtimeCollector) write(w *promWriter) {
+func (c *runtimeCollector) write(w *prom.Writer) {
 	metrics.Read(c.samples)
 	for i, s := range c.samples {
 		m := c.info[i]
@@ -156,34 +158,34 @@ func (c *runtimeCollector) write(w *promWriter) {
 			c.writeScalar(w, m, s.Value.Float64())
 		case metrics.KindFloat64Histogram:
 			counts, sum := mergeRuntimeHistogram(s.Value.Float64Histogram(), runtimeHistBounds)
-			w.histogramFrom(m.promName, m.help, runtimeHistBounds, counts, sum)
+			w.HistogramFrom(m.promName, m.help, runtimeHistBounds, counts, sum)
 		default: // KindBad: metric vanished; skip
 		}
 	}
 
-	w.gauge("go_goroutines", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine()))
+	w.Gauge("go_goroutines", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine()))
 
-	w.header("go_info", "gauge", "Information about the Go environment.")
-	w.sample("go_info", 1, "version", runtime.Version())
+	w.Header("go_info", "gauge", "Information about the Go environment.")
+	w.Sample("go_info", 1, "version", runtime.Version())
 
 	// Legacy client_golang summary, from the last (up to 256) GC pauses.
 	var st debug.GCStats
 	st.PauseQuantiles = make([]time.Duration, 5) // min, 25%, 50%, 75%, max
 	debug.ReadGCStats(&st)
-	w.header("go_gc_duration_seconds", "summary", "A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.")
+	w.Header("go_gc_duration_seconds", "summary", "A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.")
 	for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
-		w.sample("go_gc_duration_seconds", st.PauseQuantiles[i].Seconds(), "quantile", q)
+		w.Sample("go_gc_duration_seconds", st.PauseQuantiles[i].Seconds(), "quantile", q)
 	}
-	w.sample("go_gc_duration_seconds_sum", st.PauseTotal.Seconds())
-	w.sample("go_gc_duration_seconds_count", float64(st.NumGC))
+	w.Sample("go_gc_duration_seconds_sum", st.PauseTotal.Seconds())
+	w.Sample("go_gc_duration_seconds_count", float64(st.NumGC))
 
-	writeProcessCPU(w)
+	w.ProcessCPU()
 }
 
-func (c *runtimeCollector) writeScalar(w *promWriter, m runtimeMetric, v float64) {
+func (c *runtimeCollector) writeScalar(w *prom.Writer, m runtimeMetric, v float64) {
 	if m.cumulative {
-		w.counter(m.promName, m.help, v)
+		w.Counter(m.promName, m.help, v)
 	} else {
-		w.gauge(m.promName, m.help, v)
+		w.Gauge(m.promName, m.help, v)
 	}
 }

@@ -24,11 +24,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"runtime"
 	"strconv"
-	"syscall"
 	"time"
+
+	"autotune/workloads/internal/forcegc"
+	"autotune/workloads/internal/prom"
+	"autotune/workloads/internal/shutdown"
 )
 
 // client_golang's prometheus.DefBuckets.
@@ -36,7 +37,7 @@ var defBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 var sink byte
 
-func ping(greeting string, latency *histogram) http.HandlerFunc {
+func ping(greeting string, latency *prom.Histogram) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		// A little CPU work and allocation: ~64 KiB of short-lived buffers.
@@ -54,7 +55,7 @@ func ping(greeting string, latency *histogram) http.HandlerFunc {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("pong"))
-		latency.observe(time.Since(start))
+		latency.Observe(time.Since(start))
 	}
 }
 
@@ -76,7 +77,7 @@ func main() {
 		forceGC = v
 	}
 	greeting := os.Getenv("ECHO_GREETING")
-	latency := newHistogram(defBuckets)
+	latency := prom.NewHistogram(defBuckets)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ping", ping(greeting, latency))
@@ -87,11 +88,10 @@ func main() {
 		_, _ = w.Write([]byte("ready"))
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
-		var pw promWriter
-		pw.histogram("http_request_duration_seconds", "Duration of GET /ping, server side.", latency)
-		writeProcessCPU(&pw)
-		w.Header().Set("Content-Type", promContentType)
-		_, _ = w.Write(pw.b.Bytes())
+		var pw prom.Writer
+		pw.Histogram("http_request_duration_seconds", "Duration of GET /ping, server side.", latency)
+		pw.ProcessCPU()
+		pw.Respond(w)
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
@@ -100,32 +100,12 @@ func main() {
 		os.Exit(1)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
-	if forceGC > 0 {
-		go func() {
-			t := time.NewTicker(time.Duration(forceGC) * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					runtime.GC()
-				}
-			}
-		}()
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	forcegc.Start(ctx, time.Duration(forceGC)*time.Millisecond)
 	log.Printf("listening on %s", ln.Addr())
-	select {
-	case err := <-serveErr:
+	if err := shutdown.Serve(ctx, srv, ln, 2*time.Second); err != nil {
 		log.Printf("serve: %v", err)
 		os.Exit(1)
-	case <-ctx.Done():
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx)
 }

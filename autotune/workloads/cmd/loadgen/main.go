@@ -31,7 +31,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -40,6 +39,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"autotune/workloads/internal/prom"
+	"autotune/workloads/internal/shutdown"
 )
 
 type headerList []string
@@ -120,8 +122,8 @@ type loadgen struct {
 	connections int
 	start       time.Time // schedule origin: request i is due at start + i/rate
 
-	hist                  *histogram
-	sendDelay             *histogram // scheduled time -> picked up by a worker
+	hist                  *prom.Histogram
+	sendDelay             *prom.Histogram // scheduled time -> picked up by a worker
 	scheduled             atomic.Uint64
 	ok, errs, dropped     atomic.Uint64
 	errTimeout, errTransp atomic.Uint64
@@ -190,7 +192,7 @@ func (lg *loadgen) worker(ctx context.Context, wg *sync.WaitGroup) {
 			return
 		case sched = <-lg.queue:
 		}
-		lg.sendDelay.observe(time.Since(sched))
+		lg.sendDelay.Observe(time.Since(sched))
 		lg.inFlight.Add(1)
 		err := lg.do(ctx)
 		lat := time.Since(sched)
@@ -198,7 +200,7 @@ func (lg *loadgen) worker(ctx context.Context, wg *sync.WaitGroup) {
 		if ctx.Err() != nil {
 			return // shutting down: the aborted request is not a server error
 		}
-		lg.hist.observe(lat)
+		lg.hist.Observe(lat)
 		if err == nil {
 			lg.ok.Add(1)
 			continue
@@ -252,28 +254,27 @@ func (lg *loadgen) do(ctx context.Context) error {
 }
 
 func (lg *loadgen) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	var pw promWriter
-	pw.histogram("loadgen_request_duration_seconds",
+	var pw prom.Writer
+	pw.Histogram("loadgen_request_duration_seconds",
 		"Latency from the scheduled send time to the response fully read (open loop, coordinated-omission free); all completed requests, ok and error.", lg.hist)
-	pw.histogram("loadgen_send_delay_seconds",
+	pw.Histogram("loadgen_send_delay_seconds",
 		"Delay from the scheduled send time until a worker picked the request up (queueing for a free connection plus generator lateness).", lg.sendDelay)
-	pw.header("loadgen_requests_total", "counter", "Requests by outcome: ok (2xx), error (transport error, timeout or non-2xx), dropped (queue over 10 s of backlog).")
-	pw.sample("loadgen_requests_total", float64(lg.ok.Load()), "outcome", "ok")
-	pw.sample("loadgen_requests_total", float64(lg.errs.Load()), "outcome", "error")
-	pw.sample("loadgen_requests_total", float64(lg.dropped.Load()), "outcome", "dropped")
-	pw.header("loadgen_request_errors_total", "counter", "Error outcomes broken down by reason.")
-	pw.sample("loadgen_request_errors_total", float64(lg.errTimeout.Load()), "reason", "timeout")
-	pw.sample("loadgen_request_errors_total", float64(lg.errTransp.Load()), "reason", "transport")
-	pw.sample("loadgen_request_errors_total", float64(lg.errStatus.Load()), "reason", "status")
-	pw.counter("loadgen_requests_scheduled_total", "Requests whose scheduled time has come.", float64(lg.scheduled.Load()))
-	pw.gauge("loadgen_target_rate_per_second", "Configured request rate (-rate).", lg.rate)
-	pw.gauge("loadgen_in_flight", "Requests currently being sent or awaiting a response.", float64(lg.inFlight.Load()))
-	pw.gauge("loadgen_queue_length", "Due requests waiting for a free connection.", float64(len(lg.queue)))
-	pw.gauge("loadgen_connections", "Configured maximum concurrent requests (-connections).", float64(lg.connections))
-	pw.gauge("loadgen_start_time_seconds", "Unix time at which the schedule started.", float64(lg.start.UnixNano())/1e9)
-	writeProcessCPU(&pw)
-	w.Header().Set("Content-Type", promContentType)
-	_, _ = w.Write(pw.b.Bytes())
+	pw.Header("loadgen_requests_total", "counter", "Requests by outcome: ok (2xx), error (transport error, timeout or non-2xx), dropped (queue over 10 s of backlog).")
+	pw.Sample("loadgen_requests_total", float64(lg.ok.Load()), "outcome", "ok")
+	pw.Sample("loadgen_requests_total", float64(lg.errs.Load()), "outcome", "error")
+	pw.Sample("loadgen_requests_total", float64(lg.dropped.Load()), "outcome", "dropped")
+	pw.Header("loadgen_request_errors_total", "counter", "Error outcomes broken down by reason.")
+	pw.Sample("loadgen_request_errors_total", float64(lg.errTimeout.Load()), "reason", "timeout")
+	pw.Sample("loadgen_request_errors_total", float64(lg.errTransp.Load()), "reason", "transport")
+	pw.Sample("loadgen_request_errors_total", float64(lg.errStatus.Load()), "reason", "status")
+	pw.Counter("loadgen_requests_scheduled_total", "Requests whose scheduled time has come.", float64(lg.scheduled.Load()))
+	pw.Gauge("loadgen_target_rate_per_second", "Configured request rate (-rate).", lg.rate)
+	pw.Gauge("loadgen_in_flight", "Requests currently being sent or awaiting a response.", float64(lg.inFlight.Load()))
+	pw.Gauge("loadgen_queue_length", "Due requests waiting for a free connection.", float64(len(lg.queue)))
+	pw.Gauge("loadgen_connections", "Configured maximum concurrent requests (-connections).", float64(lg.connections))
+	pw.Gauge("loadgen_start_time_seconds", "Unix time at which the schedule started.", float64(lg.start.UnixNano())/1e9)
+	pw.ProcessCPU()
+	pw.Respond(w)
 }
 
 func main() {
@@ -365,8 +366,8 @@ func main() {
 		},
 		connections: *connections,
 		queue:       make(chan time.Time, qcap),
-		hist:        newHistogram(renardBounds(-4, 1)), // 0.0001 s .. 10 s
-		sendDelay:   newHistogram(renardBounds(-6, 1)), // 1 µs .. 10 s
+		hist:        prom.NewHistogram(prom.RenardBounds(-4, 1)), // 0.0001 s .. 10 s
+		sendDelay:   prom.NewHistogram(prom.RenardBounds(-6, 1)), // 1 µs .. 10 s
 	}
 
 	ln, err := net.Listen("tcp", *listen)
@@ -381,7 +382,7 @@ func main() {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	sigCtx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
 	ctx, cancel := context.WithTimeout(sigCtx, *maxDuration)
 	defer cancel()
@@ -396,24 +397,16 @@ func main() {
 	}
 	lg.start = time.Now() // written before the goroutines that read it start
 	go lg.schedule(ctx)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
 
 	exit := 0
-	select {
-	case err := <-serveErr:
+	if err := shutdown.Serve(ctx, srv, ln, time.Second); err != nil {
 		log.Printf("metrics server: %v", err)
 		exit = 1
-	case <-ctx.Done():
-		if sigCtx.Err() == nil {
-			log.Printf("max-duration %v reached, exiting", *maxDuration)
-		}
+	} else if sigCtx.Err() == nil {
+		log.Printf("max-duration %v reached, exiting", *maxDuration)
 	}
 	cancel()
 	wg.Wait()
-	shutCtx, cancelShut := context.WithTimeout(context.Background(), time.Second)
-	_ = srv.Shutdown(shutCtx)
-	cancelShut()
 	log.Printf("scheduled=%d ok=%d error=%d dropped=%d (timeout=%d transport=%d status=%d)",
 		lg.scheduled.Load(), lg.ok.Load(), lg.errs.Load(), lg.dropped.Load(),
 		lg.errTimeout.Load(), lg.errTransp.Load(), lg.errStatus.Load())

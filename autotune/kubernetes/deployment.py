@@ -1,13 +1,17 @@
 """The Kubernetes target: the env of one container of one Deployment.
 
-``apply(env)`` saves the original values of the parameters' variables once (an annotation on the
-Deployment, so a later run can undo a dead one, and a JSON file under the results directory, for
-humans), strategic-merge-patches exactly those variables (``None`` deletes the entry), waits with a
-watch until the rollout is complete (new generation observed, every updated replica available,
-no old pod left) and checks that the running pods carry the candidate env.
+``apply(env)`` saves the original values of the parameters' variables once, with the order of
+the whole env list (an annotation on the Deployment, so a later run can undo a dead one, and a
+JSON file under the results directory, for humans), strategic-merge-patches exactly those
+variables (``None`` deletes the entry), waits with a watch until the rollout is complete (see
+rollout.py: new generation observed, every replica of the *new ReplicaSet* available, no old
+pod left) and checks that the running pods carry the candidate env.
 
-A StressChaos selecting the Deployment's pod labels must hit exactly the candidate's pods, which
-is why the rollout wait insists on the old pods being *gone*, not just terminating.
+``restore()`` puts the original entries back byte for byte (a value or a ``valueFrom``) *and*
+their order (``$setElementOrder/env``): a deleted variable would otherwise come back at the end
+of the list (strategic merge appends), the pod template would differ from the original, and
+the Deployment would keep a new ReplicaSet instead of returning to the original one. At 0
+replicas it restores and forgets without waiting for pods that will not come.
 """
 
 from __future__ import annotations
@@ -26,17 +30,31 @@ from typing import Any
 from autotune.clock import Clock
 from autotune.errors import TargetError
 from autotune.experiment import models
-from autotune.kube import (
+from autotune.kubernetes.client import Kube
+from autotune.kubernetes.errors import ApiError, TargetProblem, reraise_as
+from autotune.kubernetes.objects import (
     DEPLOYMENTS,
     ORIGINAL_ENV_ANNOTATION,
+    POD_TEMPLATE_HASH,
     PODS,
-    ApiError,
-    Kube,
+    REPLICASETS,
     Obj,
+    PodPlacement,
     Selection,
+    full_name,
     one,
-    reraise_as,
     selector_of,
+)
+from autotune.kubernetes.rollout import (
+    ReplicaSetRef,
+    controller_of,
+    is_active,
+    new_replicaset,
+    owned_by,
+    pods_state,
+    rollout_pods,
+    rollout_state,
+    stale_condition,
 )
 from autotune.live import Live, Matcher
 from autotune.targets.base import Env, NoiseProbe
@@ -51,26 +69,42 @@ def any_of(values: Sequence[str]) -> str:
     return "|".join(_RE2_SPECIAL.sub(r"\\\1", v) for v in sorted(values))
 
 
+class StressGuard:
+    """Shared by the target and the injector of one run: once a stress could not be confirmed
+    gone, the target refuses to apply another candidate (the pods may still be stressed)."""
+
+    def __init__(self) -> None:
+        self.stuck: Exception | None = None
+
+    def check(self) -> None:
+        if self.stuck is not None:
+            raise self.stuck
+
+
 # --- the saved original ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Original:
-    """The env entries of the tuned variables as found (None: the variable was not set)."""
+    """The env entries of the tuned variables as found (None: the variable was not set), and
+    the order of the container's whole env list (names only: other values are not ours)."""
 
     container: str
     env: Mapping[str, Obj | None]
     study: str
     saved_at: str
+    order: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({"container": self.container, "env": dict(self.env),
-                           "study": self.study, "saved_at": self.saved_at}, sort_keys=True)
+                           "order": list(self.order), "study": self.study,
+                           "saved_at": self.saved_at}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Original:
         data = json.loads(text)
         return cls(container=str(data["container"]), env=dict(data["env"]),
-                   study=str(data.get("study", "")), saved_at=str(data.get("saved_at", "")))
+                   study=str(data.get("study", "")), saved_at=str(data.get("saved_at", "")),
+                   order=tuple(str(n) for n in data.get("order") or ()))
 
     @classmethod
     def of(cls, deployment: Obj) -> Original | None:
@@ -81,18 +115,19 @@ class Original:
         try:
             return cls.from_json(text)
         except (ValueError, KeyError, TypeError) as e:
-            raise TargetError(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
-                              f"{_name(deployment)} is not autotune's format ({e}); "
-                              "restore the env by hand and remove the annotation") from None
+            raise TargetProblem(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
+                                f"{full_name(deployment)} is not autotune's format ({e}); "
+                                "restore the env by hand and remove the annotation") from None
 
 
-def _name(obj: Obj) -> str:
-    meta = obj.get("metadata", {})
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _container_patch(container: str, entries: list[Obj]) -> Obj:
-    return {"spec": {"template": {"spec": {"containers": [{"name": container, "env": entries}]}}}}
+def _container_patch(container: str, entries: list[Obj],
+                     order: Sequence[str] | None = None) -> Obj:
+    patch: Obj = {"name": container, "env": entries}
+    if order is not None:
+        # apimachinery/pkg/util/strategicpatch/patch.go: "$setElementOrder/<list>" gives the
+        # order of the merged list, as kubectl apply sends it.
+        patch["$setElementOrder/env"] = [{"name": n} for n in order]
+    return {"spec": {"template": {"spec": {"containers": [patch]}}}}
 
 
 def env_patch(container: str, env: Env) -> Obj:
@@ -109,8 +144,20 @@ def env_patch(container: str, env: Env) -> Obj:
     return _container_patch(container, entries)
 
 
-def restore_patch(original: Original) -> Obj:
-    """Put the original entries back (a value or a reference), or delete the ones we added."""
+def restore_order(original: Original, current: Sequence[str]) -> list[str] | None:
+    """The env order after a restore: the original order of the names that will exist, then
+    names someone else added meanwhile, in their current order. None: order unknown."""
+    if not original.order:
+        return None
+    present = set(current) - {v for v, e in original.env.items() if e is None}
+    present |= {v for v, e in original.env.items() if e is not None}
+    first = [n for n in original.order if n in present]
+    return first + [n for n in current if n in present and n not in first]
+
+
+def restore_patch(original: Original, current: Sequence[str] = ()) -> Obj:
+    """Put the original entries back (a value or a reference), or delete the ones we added,
+    in the original order of the env list (``current``: the names in the list now)."""
     entries: list[Obj] = []
     for var, entry in original.env.items():
         if entry is None:
@@ -119,7 +166,7 @@ def restore_patch(original: Original) -> Obj:
             entries.append({**entry, "name": var, "value": None})
         else:
             entries.append({**entry, "name": var, "valueFrom": None})
-    return _container_patch(original.container, entries)
+    return _container_patch(original.container, entries, restore_order(original, current))
 
 
 def annotation_patch(original: Original | None) -> Obj:
@@ -136,12 +183,16 @@ def find_container(deployment: Obj, name: str) -> Obj:
         if c.get("name") == name:
             return dict(c)
     names = ", ".join(str(c.get("name")) for c in containers) or "none"
-    raise TargetError(f"Deployment {_name(deployment)} has no container {name!r} "
-                      f"(containers: {names}); fix target.kubernetes.container")
+    raise TargetProblem(f"Deployment {full_name(deployment)} has no container {name!r} "
+                        f"(containers: {names}); fix target.kubernetes.container")
 
 
 def env_entries(container: Obj) -> dict[str, Obj]:
     return {str(e.get("name")): dict(e) for e in container.get("env") or []}
+
+
+def env_names(container: Obj) -> list[str]:
+    return [str(e.get("name")) for e in container.get("env") or []]
 
 
 def pod_container(pod: Obj, name: str) -> Obj:
@@ -156,17 +207,6 @@ def container_status(pod: Obj, name: str) -> Obj:
         if s.get("name") == name:
             return dict(s)
     return {}
-
-
-def _ready(pod: Obj) -> bool:
-    if pod.get("status", {}).get("phase") != "Running":
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in pod.get("status", {}).get("conditions") or [])
-
-
-def _terminating(pod: Obj) -> bool:
-    return bool(pod.get("metadata", {}).get("deletionTimestamp"))
 
 
 def cpu_cores(quantity: object) -> float | None:
@@ -193,43 +233,6 @@ def gomaxprocs_note(cpu_limit: object, gomaxprocs: str | None) -> str:
             f"{max(1, math.floor(cores))}")
 
 
-def rollout_state(deployment: Obj, generation: int) -> str | None:
-    """None once the rollout of ``generation`` is complete, else what it is waiting for.
-
-    Mirrors ``kubectl rollout status``; a Deployment past its progress deadline raises.
-    """
-    status = deployment.get("status") or {}
-    replicas = int(deployment.get("spec", {}).get("replicas", 1))
-    if int(status.get("observedGeneration", 0)) < generation:
-        return f"generation {generation} not yet observed by the controller"
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
-            raise TargetError(f"the rollout of Deployment {_name(deployment)} exceeded its "
-                              f"progress deadline: {cond.get('message', '')}")
-    updated = int(status.get("updatedReplicas", 0))
-    total = int(status.get("replicas", 0))
-    available = int(status.get("availableReplicas", 0))
-    if updated < replicas:
-        return f"{updated} of {replicas} replicas updated"
-    if total > updated:
-        return f"{total - updated} old replicas pending termination"
-    if available < updated:
-        return f"{available} of {updated} updated replicas available"
-    return None
-
-
-def pods_state(pods: Mapping[str, Obj], replicas: int) -> str | None:
-    """None once exactly ``replicas`` pods run, all ready, and no old pod is left."""
-    terminating = sorted(n for n, p in pods.items() if _terminating(p))
-    if terminating:
-        return f"old pods still terminating: {', '.join(terminating)}"
-    if len(pods) != replicas:
-        return f"{len(pods)} pods where {replicas} are expected"
-    unready = sorted(n for n, p in pods.items() if not _ready(p))
-    if unready:
-        return f"pods not ready: {', '.join(unready)}"
-    return None
-
 
 # --- the target -----------------------------------------------------------------------------
 
@@ -237,11 +240,13 @@ class KubernetesTarget:
     """The Target protocol for ``target.kubernetes``."""
 
     def __init__(self, spec: models.KubernetesTarget, kube: Kube, clock: Clock, *,
-                 variables: Sequence[str], study: str, state_dir: Path | None = None) -> None:
+                 variables: Sequence[str], study: str, state_dir: Path | None = None,
+                 guard: StressGuard | None = None) -> None:
         self.spec, self.kube, self.clock = spec, kube, clock
         self.variables, self.study = list(variables), study
         self.state_file = (state_dir / f"original-env.{spec.namespace}.{spec.deployment}.json"
                            if state_dir is not None else None)
+        self.guard = guard or StressGuard()
         self._original: Original | None = None
 
     @property
@@ -275,24 +280,31 @@ class KubernetesTarget:
         unknown = sorted(set(env) - set(self.variables))
         if unknown:
             raise TargetError(f"not a parameter's variable: {', '.join(unknown)}")
+        self.guard.check()
         with reraise_as(TargetError):
             dep = self._deployment()
             find_container(dep, self.spec.container)
+            usable_problem = unusable_reason(dep)
+            if usable_problem is not None:
+                raise TargetProblem(f"{self.where} {usable_problem}")
             self._save_original(dep)
-            patched = self.kube.patch_deployment(
-                self.spec.namespace, self.spec.deployment, env_patch(self.spec.container, env))
+            patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                                      env_patch(self.spec.container, env))
             try:
-                pods = self._await_rollout(patched, self.spec.rollout_timeout)
+                new, pods = self._await_rollout(patched, self.spec.rollout_timeout)
             except TargetError as e:
-                raise TargetError(f"{e}; {self._roll_back()}") from None
+                raise type(e)(f"{e}; {self._roll_back()}") from None
             self._verify_env(pods, env)
-            return self._live(patched, pods, env)
+            return self._live(patched, new, pods, env)
 
     def check(self, live: Live) -> None:
+        placement = _placement(live)
         with reraise_as(TargetError):
-            items, _ = self.kube.list(self._pods(live.placement.get("selector")))
+            items, _ = self.kube.list(self._pods(placement.selector))
         before = {p["name"]: p for p in live.details.get("pods", [])}
-        now = {str(p["metadata"]["name"]): p for p in items if not _terminating(p)}
+        now = {str(p["metadata"]["name"]): p for p in items if is_active(p)
+               and p.get("metadata", {}).get("labels", {}).get(POD_TEMPLATE_HASH)
+               == placement.pod_template_hash}
         changes = [f"pod {n} is gone" for n in sorted(before.keys() - now.keys())]
         changes += [f"new pod {n}" for n in sorted(now.keys() - before.keys())]
         for name in sorted(before.keys() & now.keys()):
@@ -315,7 +327,7 @@ class KubernetesTarget:
         """
         if self._original is None:
             return
-        if best is not None and self.spec.on_finish == "best":
+        if best is not None and self.spec.on_finish == "best" and self.guard.stuck is None:
             self.finish_with(best)
             return
         with reraise_as(TargetError):
@@ -354,27 +366,34 @@ class KubernetesTarget:
     def dry_run(self, env: Env) -> None:
         """Let the API server (and its admission webhooks) judge the patch; change nothing."""
         with reraise_as(TargetError):
-            self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
-                                       env_patch(self.spec.container, env), dry_run=True)
+            self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                            env_patch(self.spec.container, env), dry_run=True)
+
+    def usable(self) -> str | None:
+        """Why the Deployment cannot be tuned as it is (paused, 0 replicas), or None."""
+        with reraise_as(TargetError):
+            problem = unusable_reason(self._deployment())
+        return None if problem is None else f"{self.where} {problem}"
 
     def current(self) -> Live:
         """The pods running now, as a Live, without changing anything (to try the queries)."""
         with reraise_as(TargetError):
             dep = self._deployment()
+            new = self._new_replicaset(dep)
             items, _ = self.kube.list(self._pods(self._selector(dep)))
-        pods = {str(p["metadata"]["name"]): p for p in items if not _terminating(p)}
+        pods = rollout_pods({str(p["metadata"]["name"]): p for p in items}, new)
         if not pods:
-            raise TargetError(f"{self.where} has no running pod")
+            raise TargetProblem(f"{self.where} has no running pod")
         env = env_entries(find_container(dep, self.spec.container))
-        return self._live(dep, pods, {v: _value(env.get(v)) for v in self.variables})
+        return self._live(dep, new, pods, {v: _value(env.get(v)) for v in self.variables})
 
     # --- internals ----------------------------------------------------------------------
 
     def _deployment(self) -> Obj:
         dep = self.kube.get(DEPLOYMENTS, self.spec.namespace, self.spec.deployment)
         if dep is None:
-            raise TargetError(f"{self.where} not found; check target.kubernetes.namespace, "
-                              ".deployment and the kube context")
+            raise TargetProblem(f"{self.where} not found; check target.kubernetes.namespace, "
+                                ".deployment and the kube context")
         return dep
 
     @staticmethod
@@ -385,11 +404,24 @@ class KubernetesTarget:
     def _pods(self, selector: str | None) -> Selection:
         return Selection(PODS, self.spec.namespace, labels=selector)
 
+    def _replicasets(self, dep: Obj) -> list[Obj]:
+        items, _ = self.kube.list(Selection(REPLICASETS, self.spec.namespace,
+                                            labels=self._selector(dep)))
+        return [rs for rs in items if owned_by(rs, dep)]
+
+    def _new_replicaset(self, dep: Obj) -> ReplicaSetRef:
+        new = new_replicaset(dep, self._replicasets(dep))
+        if new is None:
+            raise TargetError(f"{self.where} has no ReplicaSet with its current pod template "
+                              "(the Deployment controller has not created it)")
+        return new
+
     def _save_original(self, dep: Obj) -> None:
         """Record the original env before the first change (or adopt a dead run's record)."""
         if self._original is not None:
             return
-        current = env_entries(find_container(dep, self.spec.container))
+        container = find_container(dep, self.spec.container)
+        current = env_entries(container)
         found = Original.of(dep)
         if found is not None:
             log.warning("%s carries the original env saved by an unfinished run of study %r "
@@ -400,10 +432,11 @@ class KubernetesTarget:
             container=found.container if found else self.spec.container,
             env={**fresh, **(found.env if found else {})},
             study=found.study if found else self.study,
-            saved_at=found.saved_at if found else _iso(self.clock.now()))
+            saved_at=found.saved_at if found else _iso(self.clock.now()),
+            order=found.order if found else tuple(env_names(container)))
         if found is None or original.env != found.env:
-            self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
-                                       annotation_patch(original))
+            self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                            annotation_patch(original))
         self._original = original
         self._write_file(original)
 
@@ -418,15 +451,25 @@ class KubernetesTarget:
 
     def _forget(self, keep_file: bool = False) -> None:
         """Drop the saved original: from the Deployment, from disk and from memory."""
-        self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
-                                   annotation_patch(None))
+        self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                        annotation_patch(None))
         if self.state_file is not None and not keep_file:
             self.state_file.unlink(missing_ok=True)
         self._original = None
 
+    def _restore_patch(self, original: Original) -> Obj:
+        dep = self._deployment()
+        current = env_names(find_container(dep, original.container))
+        return restore_patch(original, current)
+
     def _put_back(self, original: Original) -> None:
-        patched = self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
-                                             restore_patch(original))
+        patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                                  self._restore_patch(original))
+        if int(patched.get("spec", {}).get("replicas", 1)) < 1:
+            # Scaled to 0 (by a person or a scaler): the template is restored, no pod will
+            # come to prove it, and the saved original must go all the same.
+            log.info("%s has 0 replicas: env restored without waiting for pods", self.where)
+            return
         self._await_rollout(patched, self.spec.rollout_timeout)
 
     def _roll_back(self) -> str:
@@ -434,18 +477,19 @@ class KubernetesTarget:
         if self._original is None:
             return "nothing to roll back"
         try:
-            self.kube.patch_deployment(self.spec.namespace, self.spec.deployment,
-                                       restore_patch(self._original))
-        except ApiError as e:
+            self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                            self._restore_patch(self._original))
+        except (ApiError, TargetError) as e:
             return f"re-applying the original env failed too: {e}"
         return "re-applied the original env (its rollout continues in the background)"
 
-    def _await_rollout(self, dep: Obj, timeout: float) -> dict[str, Obj]:
-        """Wait for the rollout of ``dep``'s generation and for its pods to settle."""
+    def _await_rollout(self, dep: Obj, timeout: float) -> tuple[ReplicaSetRef, dict[str, Obj]]:
+        """Wait for the rollout of ``dep``'s generation and for the new ReplicaSet's pods."""
         generation = int(dep.get("metadata", {}).get("generation", 0))
         replicas = int(dep.get("spec", {}).get("replicas", 1))
         if replicas < 1:
-            raise TargetError(f"{self.where} has 0 replicas: there is nothing to measure")
+            raise TargetProblem(f"{self.where} has 0 replicas: there is nothing to measure")
+        stale = stale_condition(dep)
         deadline = self.clock.monotonic() + timeout
         waiting = ["no status yet"]
 
@@ -454,7 +498,7 @@ class KubernetesTarget:
             if current is None:
                 waiting[0] = "the Deployment is gone"
                 return None
-            reason = rollout_state(current, generation)
+            reason = rollout_state(current, generation, stale)
             waiting[0] = reason or ""
             return current if reason is None else None
 
@@ -465,18 +509,25 @@ class KubernetesTarget:
                               f"{timeout:g}s ({waiting[0]})")
 
         replicas = int(done.get("spec", {}).get("replicas", 1))  # an autoscaler may have moved it
+        replicasets = self._replicasets(done)
+        new = new_replicaset(done, replicasets)
+        if new is None:
+            raise TargetError(f"the rollout of {self.where} completed but no ReplicaSet has "
+                              "its pod template")
+        old = [str(rs["metadata"]["name"]) for rs in replicasets
+               if rs["metadata"]["name"] != new.name]
 
         def settled(state: dict[str, Obj]) -> dict[str, Obj] | None:
-            reason = pods_state(state, replicas)
+            reason = pods_state(state, replicas, new, old)
             waiting[0] = reason or ""
-            return dict(state) if reason is None else None
+            return rollout_pods(state, new) if reason is None else None
 
         remaining = max(0.0, deadline - self.clock.monotonic())
         pods = self.kube.wait(self._pods(self._selector(done)), settled, remaining)
         if pods is None:
             raise TargetError(f"the rollout of {self.where} did not complete within "
                               f"{timeout:g}s ({waiting[0]})")
-        return pods
+        return new, pods
 
     def _verify_env(self, pods: Mapping[str, Obj], env: Env) -> None:
         wrong = []
@@ -493,7 +544,7 @@ class KubernetesTarget:
                               f"({'; '.join(wrong)}); a mutating webhook or another controller "
                               "may be rewriting it")
 
-    def _live(self, dep: Obj, pods: Mapping[str, Obj], env: Env) -> Live:
+    def _live(self, dep: Obj, new: ReplicaSetRef, pods: Mapping[str, Obj], env: Env) -> Live:
         names = sorted(pods)
         selector = dep.get("spec", {}).get("selector") or {}
         container = find_container(dep, self.spec.container)
@@ -503,24 +554,43 @@ class KubernetesTarget:
             status = container_status(pods[name], self.spec.container)
             details_pods.append({"name": name, "containerID": status.get("containerID"),
                                  "restartCount": int(status.get("restartCount", 0)),
-                                 "node": pods[name].get("spec", {}).get("nodeName")})
+                                 "node": pods[name].get("spec", {}).get("nodeName"),
+                                 "owner": (controller_of(pods[name]) or {}).get("name")})
+        placement = PodPlacement(
+            namespace=self.spec.namespace, container=self.spec.container, pods=tuple(names),
+            pod_labels=dict(selector.get("matchLabels") or {}),
+            pod_expressions=tuple(dict(e) for e in selector.get("matchExpressions") or []),
+            pod_template_hash=new.pod_template_hash or None)
         return Live(
             env=dict(env),
             since=self.clock.now(),
             scope=(Matcher("namespace", self.spec.namespace),
                    Matcher("pod", any_of(names), regex=True)),
-            placement={"namespace": self.spec.namespace,
-                       "pod_labels": dict(selector.get("matchLabels") or {}),
-                       "pod_expressions": list(selector.get("matchExpressions") or []),
-                       "selector": self._selector(dep),
-                       "pods": names, "container": self.spec.container},
+            placement=placement,
             details={"namespace": self.spec.namespace, "deployment": self.spec.deployment,
-                     "container": self.spec.container,
+                     "container": self.spec.container, "replicaset": new.name,
                      "generation": int(dep.get("metadata", {}).get("generation", 0)),
                      "cpu_limit": _str_or_none(cpu_limit),
                      "gomaxprocs_default": gomaxprocs_note(cpu_limit, env.get("GOMAXPROCS")),
                      "pods": details_pods},
         )
+
+
+def unusable_reason(dep: Obj) -> str | None:
+    """Why this Deployment cannot be tuned now, or None."""
+    spec = dep.get("spec", {})
+    if spec.get("paused"):
+        return ("is paused: its controller would never roll a candidate out. Resume it "
+                "(kubectl rollout resume) before tuning")
+    if int(spec.get("replicas", 1)) < 1:
+        return "has 0 replicas: there is nothing to measure"
+    return None
+
+
+def _placement(live: Live) -> PodPlacement:
+    if not isinstance(live.placement, PodPlacement):
+        raise TargetError("the live candidate was not started by the Kubernetes target")
+    return live.placement
 
 
 def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,

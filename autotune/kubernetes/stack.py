@@ -1,7 +1,8 @@
 """The Kubernetes backend assembled: build it, check a cluster can run it, clean a namespace.
 
-This is the composition root of the cluster mode: it may import targets, chaos and metrics
-(which never import each other) and ``autotune.kube``.
+This is the composition root of the cluster mode: the Deployment target and the StressChaos
+injector share one ``StressGuard`` so that a stress that could not be removed stops every
+later trial.
 """
 
 from __future__ import annotations
@@ -10,36 +11,25 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from autotune.chaos.chaos_mesh import CRD_MISSING, ChaosMeshInjector
 from autotune.clock import Clock, SystemClock
 from autotune.errors import AutotuneError
 from autotune.experiment.models import Experiment, KubernetesTarget, Setting
-from autotune.kube import (
+from autotune.kubernetes.client import Kube, connect
+from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
+from autotune.kubernetes.deployment import StressGuard, restore_annotated
+from autotune.kubernetes.objects import (
     DEPLOYMENTS,
-    EVENTS,
     ORIGINAL_ENV_ANNOTATION,
-    PODS,
     STRESSCHAOS,
-    Kind,
-    Kube,
+    PodPlacement,
     Selection,
-    connect,
 )
+from autotune.kubernetes.permissions import NEEDED
+from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
 from autotune.live import Window
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
-from autotune.targets.kubernetes import KubernetesTarget as DeploymentTarget
-from autotune.targets.kubernetes import restore_annotated
 
 log = logging.getLogger(__name__)
-
-# What a run does, as (verb, resource) — the same list as deploy/rbac.yaml (a test keeps them
-# in step). Chaos Mesh's own webhook also checks "create stresschaos" in the target namespace.
-NEEDED: tuple[tuple[str, Kind], ...] = (
-    *((verb, DEPLOYMENTS) for verb in ("get", "list", "watch", "patch")),
-    *((verb, PODS) for verb in ("get", "list", "watch")),
-    *((verb, EVENTS) for verb in ("get", "list", "watch")),
-    *((verb, STRESSCHAOS) for verb in ("create", "get", "list", "watch", "delete")),
-)
 
 
 def _spec(exp: Experiment) -> KubernetesTarget:
@@ -56,9 +46,11 @@ def _kube(exp: Experiment, clock: Clock, context: str | None) -> Kube:
 def _parts(exp: Experiment, kube: Kube, clock: Clock,
            results: Path | None) -> tuple[DeploymentTarget, ChaosMeshInjector]:
     spec = _spec(exp)
+    guard = StressGuard()
     target = DeploymentTarget(spec, kube, clock, variables=[p.env_var for p in exp.parameters],
-                              study=exp.name, state_dir=results)
-    injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name)
+                              study=exp.name, state_dir=results, guard=guard)
+    injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name,
+                                 guard=guard)
     return target, injector
 
 
@@ -88,6 +80,9 @@ def validate_cluster(exp: Experiment, context: str | None = None) -> list[str]:
     except AutotuneError as e:
         return [*problems, str(e)]
     log.info("target: %s", facts)
+    unusable = target.usable()
+    if unusable is not None:
+        problems.append(unusable)
     try:
         if not kube.serves(STRESSCHAOS):
             return [*problems, CRD_MISSING]
@@ -98,7 +93,8 @@ def validate_cluster(exp: Experiment, context: str | None = None) -> list[str]:
 
 def _access(kube: Kube, namespace: str) -> list[str]:
     problems = []
-    for verb, kind in NEEDED:
+    for permission in NEEDED:
+        verb, kind = permission.verb, permission.kind
         try:
             allowed, reason = kube.can_i(verb, kind, namespace)
         except AutotuneError as e:
@@ -127,6 +123,8 @@ def _dry_runs(exp: Experiment, target: DeploymentTarget, injector: ChaosMeshInje
     try:
         live = target.current()
         duration = exp.measure.window + DEAD_MAN_MARGIN
+        if not isinstance(live.placement, PodPlacement):
+            raise AutotuneError("the target did not report where its pods run")
         injector.dry_run(live.placement, exp.chaos.stress, duration)
     except AutotuneError as e:
         problems.append(f"creating the StressChaos would fail: {e}")

@@ -16,7 +16,7 @@
 //	FORCEGC_INTERVAL_MS runtime.GC() every N ms; 0/unset = off
 //	GOMAXPROCS, GOGC, GOMEMLIMIT: honoured natively by the Go runtime.
 //
-// The defaults were chosen by measurement (benchmarks/probe_workload.sh): at
+// The defaults were chosen by measurement (see the workloads README): at
 // 300 req/s the service uses ~0.5 CPU, about 45% of it in GC (~20 cycles/s at
 // GOGC=100), so GC settings visibly move tail latency under a 1-CPU quota
 // shared with a CPU hog, while a small live heap keeps GC bursts short and
@@ -29,7 +29,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -37,14 +36,16 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"autotune/workloads/internal/forcegc"
+	"autotune/workloads/internal/prom"
+	"autotune/workloads/internal/shutdown"
 )
 
 const (
@@ -245,7 +246,7 @@ type server struct {
 	workIters int
 	nsPerIter float64
 	heap      atomic.Pointer[liveHeap]
-	latency   *histogram
+	latency   *prom.Histogram
 	inFlight  atomic.Int64
 	runtime   *runtimeCollector
 }
@@ -293,7 +294,7 @@ func (s *server) handleWork(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
-	s.latency.observe(time.Since(start))
+	s.latency.Observe(time.Since(start))
 }
 
 func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {
@@ -306,26 +307,25 @@ func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	var pw promWriter
-	pw.histogram("http_request_duration_seconds",
+	var pw prom.Writer
+	pw.Histogram("http_request_duration_seconds",
 		"Duration of the demo work handler (GET / and /work), server side.", s.latency)
 	s.runtime.write(&pw)
-	pw.gauge("demo_forcegc_interval_ms", "Configured FORCEGC_INTERVAL_MS (0 = forced GC off).",
+	pw.Gauge("demo_forcegc_interval_ms", "Configured FORCEGC_INTERVAL_MS (0 = forced GC off).",
 		float64(s.cfg.forceGCInterval.Milliseconds()))
-	pw.gauge("demo_live_heap_target_mb", "Configured DEMO_LIVE_HEAP_MB.", float64(s.cfg.liveHeapMB))
+	pw.Gauge("demo_live_heap_target_mb", "Configured DEMO_LIVE_HEAP_MB.", float64(s.cfg.liveHeapMB))
 	items, ready := 0, 0.0
 	if h := s.heap.Load(); h != nil {
 		items, ready = h.items, 1
 	}
-	pw.gauge("demo_live_heap_items", "Number of objects in the live heap graph (0 while building).", float64(items))
-	pw.gauge("demo_live_heap_ready", "1 once the live heap is built.", ready)
-	pw.gauge("demo_work_us", "Configured DEMO_WORK_US (CPU work per request).", float64(s.cfg.workUS))
-	pw.gauge("demo_work_iterations", "sha256 iterations per request actually used.", float64(s.workIters))
-	pw.gauge("demo_work_ns_per_iteration", "Calibrated ns per sha256 iteration (min over trials).", s.nsPerIter)
-	pw.gauge("demo_alloc_kb", "Configured DEMO_ALLOC_KB (garbage allocated per request).", float64(s.cfg.allocKB))
-	pw.gauge("demo_requests_in_flight", "Work requests currently being served.", float64(s.inFlight.Load()))
-	w.Header().Set("Content-Type", promContentType)
-	_, _ = w.Write(pw.b.Bytes())
+	pw.Gauge("demo_live_heap_items", "Number of objects in the live heap graph (0 while building).", float64(items))
+	pw.Gauge("demo_live_heap_ready", "1 once the live heap is built.", ready)
+	pw.Gauge("demo_work_us", "Configured DEMO_WORK_US (CPU work per request).", float64(s.cfg.workUS))
+	pw.Gauge("demo_work_iterations", "sha256 iterations per request actually used.", float64(s.workIters))
+	pw.Gauge("demo_work_ns_per_iteration", "Calibrated ns per sha256 iteration (min over trials).", s.nsPerIter)
+	pw.Gauge("demo_alloc_kb", "Configured DEMO_ALLOC_KB (garbage allocated per request).", float64(s.cfg.allocKB))
+	pw.Gauge("demo_requests_in_flight", "Work requests currently being served.", float64(s.inFlight.Load()))
+	pw.Respond(w)
 }
 
 func checkLoopback(addr string) error {
@@ -368,7 +368,7 @@ func main() {
 
 	s := &server{
 		cfg:     cfg,
-		latency: newHistogram(renardBounds(-4, 1)), // 0.0001 s .. 10 s
+		latency: prom.NewHistogram(prom.RenardBounds(-4, 1)), // 0.0001 s .. 10 s
 		runtime: newRuntimeCollector(),
 	}
 	s.nsPerIter = calibrate()
@@ -393,11 +393,8 @@ func main() {
 		IdleTimeout:       120 * time.Second,
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
 
 	log.Printf("listening on %s; GOMAXPROCS=%d GOGC=%q GOMEMLIMIT=%q live_heap_mb=%d work_us=%d (iters=%d, %.0f ns/iter) alloc_kb=%d forcegc=%v",
 		ln.Addr(), runtime.GOMAXPROCS(0), os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"),
@@ -411,31 +408,11 @@ func main() {
 		log.Printf("live heap built: %d items in %v", h.items, time.Since(t0).Round(time.Millisecond))
 	}()
 
-	if cfg.forceGCInterval > 0 {
-		go func() {
-			t := time.NewTicker(cfg.forceGCInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					runtime.GC()
-				}
-			}
-		}()
-	}
+	forcegc.Start(ctx, cfg.forceGCInterval)
 
-	select {
-	case err := <-serveErr:
+	if err := shutdown.Serve(ctx, srv, ln, 2*time.Second); err != nil {
 		log.Printf("serve: %v", err)
 		os.Exit(1)
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		log.Printf("shutdown: %v", err)
 	}
 	log.Printf("bye")
 }

@@ -9,10 +9,19 @@ Facts this relies on (Chaos Mesh v2.8.3, see DESIGN.md §4):
 - *injected* means ``desiredPhase == Run``, container records present and all ``Injected``, and
   a stress-ng PID in ``status.instances[<record id>].uid``; ``AllRecovered`` is not trusted;
 - when no pod matched at creation Chaos Mesh never selects again: a Warning event ``Failed``
-  with no records fails the injection at once;
+  whose message is the *selection*'s ("Failed to select targets: ...") with no records fails the
+  injection at once. Chaos Mesh emits ``Failed`` for every failed activity (chaos-mesh
+  controllers/common/records/controller.go: "select targets", "apply chaos", "recover chaos",
+  "update records" on an update conflict; the message format is "Failed to <activity>: <err>",
+  controllers/utils/recorder): the others are transient and only reported;
 - *recovered* means the object is gone: the ``chaos-mesh/records`` finalizer only goes once every
   record is "Not Injected". We never force it (the ``cleanFinalizer`` annotation can leave
-  stress-ng running); ``duration`` is the dead-man switch if we die.
+  stress-ng running); ``duration`` is the dead-man switch if we die *before* deleting.
+- a recovery can fail for good: when cancelling stress-ng fails, v2.8.3 leaves the record
+  Injected and does not requeue (records/controller.go returns after the Recover error), and a
+  deleted object is not requeued for its ``duration`` either. The wait is bounded; then
+  ``StressNotRecovered`` names the pods still stressed, the injector refuses any further
+  injection and the target any further candidate (``StressGuard``): the study must stop.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -34,22 +43,31 @@ from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError
 from autotune.experiment.models import Stress
-from autotune.kube import (
+from autotune.kubernetes.client import Kube
+from autotune.kubernetes.deployment import StressGuard
+from autotune.kubernetes.errors import (
+    ApiError,
+    ChaosProblem,
+    Conflict,
+    NotFound,
+    StressNotRecovered,
+    reraise_as,
+)
+from autotune.kubernetes.objects import (
     EVENTS,
     MANAGED_BY_LABEL,
     MANAGER,
+    POD_TEMPLATE_HASH,
     STRESSCHAOS,
     STUDY_LABEL,
     TRIAL_LABEL,
-    ApiError,
-    Kube,
     Obj,
+    PodPlacement,
     Selection,
     label_value,
     name_of,
     one,
     ours,
-    reraise_as,
 )
 from autotune.live import Live
 
@@ -134,40 +152,43 @@ def identity(study: str | None, labels: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def render(*, name: str, placement: Mapping[str, Any], stress: Stress, duration: float,
+def render(*, name: str, placement: PodPlacement, stress: Stress, duration: float,
            labels: Mapping[str, str]) -> Obj:
     """The StressChaos for one injection (see chaos/stresschaos.yaml for a commented example).
 
-    Fixed by design: ``mode: all`` over the Deployment's pod labels in its own namespace, only
-    ``Running`` pods, the tuned container named explicitly (empty means the *first* container).
+    Fixed by design: ``mode: all`` over the Deployment's pod labels in its own namespace (and
+    the new ReplicaSet's pod-template-hash when known, so neither old pods nor foreign pods with
+    the same labels match), only ``Running`` pods, the tuned container named explicitly (empty
+    means the *first* container).
     """
-    namespace = str(placement["namespace"])
-    selector: Obj = {"namespaces": [namespace],
-                     "labelSelectors": dict(placement.get("pod_labels") or {}),
+    pod_labels = dict(placement.pod_labels)
+    if placement.pod_template_hash:
+        pod_labels[POD_TEMPLATE_HASH] = placement.pod_template_hash
+    selector: Obj = {"namespaces": [placement.namespace],
+                     "labelSelectors": pod_labels,
                      "podPhaseSelectors": ["Running"]}
-    if placement.get("pod_expressions"):
-        selector["expressionSelectors"] = [dict(e) for e in placement["pod_expressions"]]
+    if placement.pod_expressions:
+        selector["expressionSelectors"] = [dict(e) for e in placement.pod_expressions]
     return {
         "apiVersion": STRESSCHAOS.api_version,
         "kind": STRESSCHAOS.kind,
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "metadata": {"name": name, "namespace": placement.namespace, "labels": dict(labels)},
         "spec": {
             "mode": "all",
             "selector": selector,
-            "containerNames": [str(placement["container"])],
+            "containerNames": [placement.container],
             "stressors": {"cpu": {"workers": stress.workers, "load": stress.load}},
             "duration": go_duration(duration),
         },
     }
 
 
-def _placement(live: Live) -> Mapping[str, Any]:
+def _placement(live: Live) -> PodPlacement:
     p = live.placement
-    missing = [k for k in ("namespace", "container", "pods") if not p.get(k)]
-    if missing:
-        raise ChaosError(f"the live candidate does not say where it runs ({', '.join(missing)} "
-                         "missing): StressChaos needs a Kubernetes target")
-    if not p.get("pod_labels") and not p.get("pod_expressions"):
+    if not isinstance(p, PodPlacement) or not p.pods:
+        raise ChaosError("the live candidate does not say which pods it runs in: StressChaos "
+                         "needs a Kubernetes target")
+    if not p.pod_labels and not p.pod_expressions:
         raise ChaosError("the Deployment has an empty pod selector: a StressChaos would hit "
                          "every pod of the namespace")
     return p
@@ -216,6 +237,21 @@ def record_pods(obj: Obj) -> set[str]:
     return pods
 
 
+# --- events -------------------------------------------------------------------------------
+
+SELECTION_FAILED = "Failed to select targets"
+
+
+def selection_failure(events: Sequence[Obj]) -> Obj | None:
+    """The Warning ``Failed`` event of a failed pod selection, if any. Chaos Mesh records every
+    failed activity as ``Failed`` ("Failed to <activity>: <error>"); only "select targets"
+    (no pod matched, or the selector is invalid) is final: selection never runs again."""
+    for e in events:
+        if e.get("reason") == "Failed" and str(e.get("message", "")).startswith(SELECTION_FAILED):
+            return dict(e)
+    return None
+
+
 # --- the injector ---------------------------------------------------------------------------
 
 class ChaosMeshInjector:
@@ -223,18 +259,20 @@ class ChaosMeshInjector:
 
     def __init__(self, kube: Kube, clock: Clock, *, namespace: str, study: str | None,
                  inject_timeout: float = 60.0, recover_timeout: float = 120.0,
-                 check_every: float = 2.0) -> None:
+                 check_every: float = 2.0, guard: StressGuard | None = None) -> None:
         self.kube, self.clock = kube, clock
         self.namespace, self.study = namespace, study
         self.inject_timeout, self.recover_timeout = inject_timeout, recover_timeout
         self.check_every = check_every
+        self.guard = guard or StressGuard()
 
     # --- Injector protocol --------------------------------------------------------------
 
     def inject(self, live: Live, stress: Stress, duration: float,
                labels: Mapping[str, str]) -> Injection:
+        self.guard.check()
         placement = _placement(live)
-        namespace = str(placement["namespace"])
+        namespace = placement.namespace
         name = object_name(self.study, labels.get(TRIAL_LABEL), uuid.uuid4().hex[:8])
         manifest = render(name=name, placement=placement, stress=stress, duration=duration,
                           labels=identity(self.study, labels))
@@ -246,9 +284,11 @@ class ChaosMeshInjector:
         timeout = min(self.inject_timeout, duration)
         try:
             with reraise_as(ChaosError):
-                obj = self._await_injected(namespace, name, set(placement["pods"]), timeout)
+                obj = self._await_injected(namespace, name, set(placement.pods), timeout)
+        except StressNotRecovered:
+            raise
         except ChaosError as e:
-            raise ChaosError(f"{e}; {self._remove_after_failure(namespace, name)}") from None
+            raise type(e)(f"{e}; {self._remove_after_failure(namespace, name)}") from None
         except BaseException:
             self._remove_after_failure(namespace, name)
             raise
@@ -276,24 +316,24 @@ class ChaosMeshInjector:
         with reraise_as(ChaosError):
             for obj in found:
                 self.kube.delete(STRESSCHAOS, self.namespace, name_of(obj))
-            remaining = [""]
+            remaining: list[dict[str, Obj]] = [{}]
 
             def all_gone(state: dict[str, Obj]) -> bool | None:
-                remaining[0] = ", ".join(sorted(state))
+                remaining[0] = dict(state)
                 return True if not state else None
 
             if self.kube.wait(Selection(STRESSCHAOS, self.namespace, labels=self._selector()),
                               all_gone, self.recover_timeout) is None:
-                raise ChaosError(f"StressChaos objects still present {self.recover_timeout:g}s "
-                                 f"after deletion in namespace {self.namespace!r}: "
-                                 f"{remaining[0]}. {_STUCK_ADVICE}")
+                self._stuck(list(remaining[0].values()),
+                            f"StressChaos objects still present {self.recover_timeout:g}s "
+                            f"after deletion in namespace {self.namespace!r}")
         return [f"StressChaos {self.namespace}/{name_of(o)} ("
                 f"trial {(o.get('metadata', {}).get('labels') or {}).get(TRIAL_LABEL, '?')})"
                 for o in found]
 
     # --- for validation -----------------------------------------------------------------
 
-    def dry_run(self, placement: Mapping[str, Any], stress: Stress, duration: float) -> None:
+    def dry_run(self, placement: PodPlacement, stress: Stress, duration: float) -> None:
         """Let the API server, the CRD schema and Chaos Mesh's webhooks judge a StressChaos."""
         name = object_name(self.study, "dry-run", uuid.uuid4().hex[:8])
         manifest = render(name=name, placement=placement, stress=stress, duration=duration,
@@ -314,7 +354,7 @@ class ChaosMeshInjector:
                 items, _ = self.kube.list(Selection(STRESSCHAOS, self.namespace,
                                                     labels=self._selector()))
         except ChaosError as e:
-            if isinstance(e.__cause__, ApiError) and e.__cause__.status == 404:
+            if isinstance(e.__cause__, NotFound):
                 return []  # no CRD: nothing of ours can exist (inject says what is missing)
             raise
         return items
@@ -323,14 +363,16 @@ class ChaosMeshInjector:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
             self.kube.create(STRESSCHAOS, namespace, manifest, dry_run=dry_run)
-        except ApiError as e:
-            if e.status == 404:
-                raise ChaosError(CRD_MISSING) from e
-            if e.status == 409 and not dry_run and self._is_ours(namespace, name):
+        except NotFound as e:
+            raise ChaosProblem(CRD_MISSING) from e
+        except Conflict as e:
+            if not dry_run and self._is_ours(namespace, name):
                 log.debug("StressChaos %s/%s already created by a retried request", namespace,
                           name)
                 return
-            raise ChaosError(str(e)) from e
+            raise ChaosProblem(str(e)) from e
+        except ApiError as e:
+            raise ChaosProblem(str(e)) from e
 
     def _is_ours(self, namespace: str, name: str) -> bool:
         with reraise_as(ChaosError):
@@ -360,10 +402,11 @@ class ChaosMeshInjector:
         def failed(state: dict[str, Obj]) -> None:
             warnings = self._warnings(namespace, name)
             obj = state.get(name) or {}
-            if any(e.get("reason") == "Failed" for e in warnings) and not records(obj):
+            selection = selection_failure(warnings)
+            if selection is not None and not records(obj):
                 raise ChaosError(
                     f"Chaos Mesh selected no pod for StressChaos {namespace}/{name} "
-                    f"({_messages(warnings)}) and never retries selection: check that the "
+                    f"({_messages([selection])}) and never retries selection: check that the "
                     "pods are Running with the Deployment's labels")
             if warnings:
                 seen["warnings"] = f"; Chaos Mesh warnings: {_messages(warnings)}"
@@ -391,26 +434,72 @@ class ChaosMeshInjector:
 
         if self.kube.wait(one(STRESSCHAOS, namespace, name), gone,
                           self.recover_timeout) is None:
-            raise ChaosError(f"StressChaos {namespace}/{name} still exists "
-                             f"{self.recover_timeout:g}s after its deletion "
-                             f"({_stuck_state(last[0] or {})}). {_STUCK_ADVICE}")
+            self._stuck([last[0] or {"metadata": {"name": name}}],
+                        f"StressChaos {namespace}/{name} still exists "
+                        f"{self.recover_timeout:g}s after its deletion")
+
+    def _stuck(self, objects: list[Obj], head: str) -> None:
+        """Deletion not confirmed: say which pods may still be stressed and what to do, make
+        the run refuse any further trial, raise ``StressNotRecovered``."""
+        pods = sorted({p for o in objects for p in still_injected(o)})
+        states = "; ".join(f"{name_of(o)}: {_stuck_state(o)}" for o in objects)
+        failures = _recover_failures(self.kube, self.namespace, objects)
+        where = (f"stress-ng may still run in pods {', '.join(pods)} (records still Injected)"
+                 if pods else "no record is still Injected, but the finalizer is still there")
+        error = StressNotRecovered(
+            f"{head} ({states}{failures}): {where}. {stuck_advice(self.namespace, pods)}",
+            namespace=self.namespace, objects=[name_of(o) for o in objects], pods=pods)
+        self.guard.stuck = error
+        raise error
 
     def _remove_after_failure(self, namespace: str, name: str) -> str:
         try:
             with reraise_as(ChaosError):
                 self.kube.delete(STRESSCHAOS, namespace, name)
                 self._await_gone(namespace, name)
+        except StressNotRecovered:
+            raise
         except ChaosError as e:
             log.error("could not remove StressChaos %s/%s: %s", namespace, name, e)
             return f"and removing it failed: {e}"
         return f"StressChaos {namespace}/{name} removed"
 
 
-_STUCK_ADVICE = (
-    "Check the chaos-controller-manager and chaos-daemon logs (namespace chaos-mesh) and the "
-    "object's status.experiment.containerRecords; the stress stops by itself once its duration "
-    "has passed. autotune never removes the chaos-mesh/records finalizer itself: forcing it can "
-    "leave stress-ng running in the pods")
+def still_injected(obj: Obj) -> list[str]:
+    """Pods whose record is not "Not Injected" (the stress may still run there)."""
+    pods = []
+    for r in records(obj):
+        parts = str(r.get("id", "")).split("/")
+        if r.get("phase") != "Not Injected" and len(parts) >= 2:
+            pods.append(parts[1])
+    return sorted(pods)
+
+
+def stuck_advice(namespace: str, pods: Sequence[str]) -> str:
+    restart = (f"Restart the stressed pods (kubectl -n {namespace} delete pod "
+               f"{' '.join(pods)}): a new container has no stress-ng. " if pods else "")
+    return (
+        f"{restart}Check the chaos-controller-manager and chaos-daemon logs (namespace "
+        "chaos-mesh) and the object's status.experiment.containerRecords. Chaos Mesh does not "
+        "retry a failed recovery and a deleted object's duration does not stop the stress. "
+        "autotune never removes the chaos-mesh/records finalizer itself: once the pods are "
+        "restarted, remove it with kubectl annotate stresschaos <name> "
+        "chaos-mesh.org/cleanFinalizer=forced, then run autotune cleanup. The study stops: no "
+        "trial runs on a pod that may still be stressed")
+
+
+def _recover_failures(kube: Kube, namespace: str, objects: list[Obj]) -> str:
+    """Chaos Mesh's own words about failed recoveries (Warning "Failed to recover chaos")."""
+    messages = []
+    for o in objects:
+        try:
+            items, _ = kube.list(Selection(EVENTS, namespace,
+                                           fields=f"involvedObject.name={name_of(o)}"))
+        except ApiError:
+            continue
+        messages += [str(e.get("message")) for e in items if e.get("reason") == "Failed"
+                     and "recover" in str(e.get("message", ""))]
+    return f"; Chaos Mesh said: {messages[-1]}" if messages else ""
 
 
 def _stuck_state(obj: Obj) -> str:

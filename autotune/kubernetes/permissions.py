@@ -1,0 +1,50 @@
+"""The one table of what autotune asks the API server to do, as RBAC (verb, resource) pairs.
+
+Each entry names the calls that need it. deploy/rbac.yaml must grant exactly these
+(tests/kubernetes/test_permissions.py checks both directions, and runs a study, a cleanup and
+a validation against the fake API server to check that the code uses nothing else).
+Chaos Mesh's own admission webhook also checks "create stresschaos" in the target namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.kubernetes.objects import (
+    ACCESS_REVIEWS,
+    DEPLOYMENTS,
+    EVENTS,
+    PODS,
+    REPLICASETS,
+    STRESSCHAOS,
+    Kind,
+)
+
+
+@dataclass(frozen=True)
+class Permission:
+    verb: str
+    kind: Kind
+    used_by: str
+
+
+NEEDED: tuple[Permission, ...] = (
+    Permission("get", DEPLOYMENTS, "KubernetesTarget._deployment (describe, apply, restore)"),
+    Permission("list", DEPLOYMENTS, "Kube.wait (rollout) and stack.cleanup_namespace"),
+    Permission("watch", DEPLOYMENTS, "Kube.wait for the rollout"),
+    Permission("patch", DEPLOYMENTS, "env patch, restore, the original-env annotation"),
+    Permission("list", REPLICASETS, "KubernetesTarget._replicasets: the rollout's new one"),
+    Permission("list", PODS, "Kube.wait for the new pods, KubernetesTarget.check"),
+    Permission("watch", PODS, "Kube.wait for the new pods"),
+    Permission("list", EVENTS, "ChaosMeshInjector._warnings: Chaos Mesh's Failed events"),
+    Permission("create", STRESSCHAOS, "ChaosMeshInjector.inject and dry_run"),
+    Permission("get", STRESSCHAOS, "ChaosMeshInjector._is_ours after a retried create (409)"),
+    Permission("list", STRESSCHAOS, "Kube.wait, ChaosMeshInjector.active and cleanup"),
+    Permission("watch", STRESSCHAOS, "Kube.wait: injected / gone"),
+    Permission("delete", STRESSCHAOS, "ChaosMeshInjector.recover and cleanup"),
+)
+
+# Cluster-scoped, for ``validate --cluster`` only (a ClusterRole in deploy/rbac.yaml).
+CLUSTER_NEEDED: tuple[Permission, ...] = (
+    Permission("create", ACCESS_REVIEWS, "stack.validate_cluster: SelfSubjectAccessReview"),
+)

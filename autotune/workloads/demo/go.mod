@@ -1,3 +1,0 @@
-module autotune/demo
-
-go 1.25

@@ -1,3 +1,0 @@
-module autotune/echo
-
-go 1.25

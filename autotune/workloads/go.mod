@@ -1,0 +1,3 @@
+module autotune/workloads
+
+go 1.25

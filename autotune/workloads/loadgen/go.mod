@@ -1,3 +1,0 @@
-module autotune/loadgen
-
-go 1.25

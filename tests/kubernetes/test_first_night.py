@@ -1,0 +1,266 @@
+"""Issue 9, "survive a real cluster's first night": each defect reproduced in the fake first,
+then the end state asserted (no StressChaos left, the env restored byte for byte, the trial
+FAIL with its reason, the study stopped where it must)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.cli import main
+from autotune.errors import StudyError, TargetError
+from autotune.kubernetes import stack
+from autotune.kubernetes.errors import StressNotRecovered
+from autotune.kubernetes.objects import PODS, Selection
+from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
+from autotune.study.loop import RunResult
+from tests.kubernetes.conftest import EXPERIMENT, NAMESPACE, ORIGINAL_ENV, World
+from tests.kubernetes.test_study import run
+
+CANDIDATE = {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"}
+
+
+def _hashes(world: World) -> set[str]:
+    return {p["metadata"]["labels"]["pod-template-hash"]
+            for p in world.fake.pods_of(NAMESPACE, "api")}
+
+
+# --- 2. pods that are not the new ReplicaSet's active pods ------------------------------------
+
+def test_evicted_and_foreign_pods_do_not_block_rollout_or_restore(world: World) -> None:
+    [rs] = world.fake.items("replicasets", NAMESPACE)
+    world.fake.add_pod(NAMESPACE, "api-evicted", {}, phase="Failed", reason="Evicted", owner=rs)
+    world.fake.add_pod(NAMESPACE, "api-done", {}, phase="Succeeded", owner=rs)
+    world.fake.add_pod(NAMESPACE, "api-by-hand", {"app": "api"})
+    exp = world.experiment(trials=1, stop_after=1, rollout_timeout="3s")
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert [r["state"] for r in records] == ["COMPLETE", "COMPLETE"]
+    for r in records:
+        assert "api-evicted" not in str(r["live"]) and "api-by-hand" not in str(r["live"])
+    world.assert_pristine()
+    assert world.clock.offset < 3, "no rollout waited for its timeout"
+
+
+# --- 5. scaled to 0, paused, a stale Progressing condition --------------------------------------
+
+def test_restore_at_zero_replicas_restores_and_forgets(world: World) -> None:
+    target = world.target()
+    target.apply(CANDIDATE)
+    world.fake.scale(NAMESPACE, "api", 0)
+    target.restore()
+    assert world.template_env() == ORIGINAL_ENV
+    assert world.annotations() == {}
+    assert target.state_file is not None and not target.state_file.exists()
+
+
+def test_a_dead_runs_leftovers_at_zero_replicas_are_cleaned_up(world: World) -> None:
+    world.target().apply(CANDIDATE)  # dies
+    world.fake.scale(NAMESPACE, "api", 0)
+    [line] = world.target().cleanup()
+    assert "restored the original env" in line
+    assert world.template_env() == ORIGINAL_ENV and world.annotations() == {}
+
+
+def test_a_paused_deployment_is_refused_by_validate_and_by_apply(world: World) -> None:
+    world.fake.pause(NAMESPACE, "api")
+    problems = stack.validate_cluster(world.experiment())
+    assert any("Deployment shop/api is paused" in p for p in problems), problems
+    before = world.fake.get("deployments", NAMESPACE, "api")
+    assert before is not None
+    with pytest.raises(TargetError, match=r"is paused.*rollout resume"):
+        world.target(world.experiment(rollout_timeout="30s")).apply(CANDIDATE)
+    assert world.clock.offset < 1, "refused at once, not after the rollout timeout"
+    after = world.fake.get("deployments", NAMESPACE, "api")
+    assert after is not None and world.annotations() == {}
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+
+def test_a_stale_progress_deadline_condition_is_not_our_rollouts(world: World) -> None:
+    """A reused ReplicaSet keeps the Deployment's old ProgressDeadlineExceeded until the
+    controller sees progress: it says nothing about the rollout we just started."""
+    dep = world.fake.objects[("deployments", NAMESPACE, "api")]
+    with world.fake.cond:
+        dep["status"]["conditions"] = [{
+            "type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+            "message": 'ReplicaSet "api-old" has timed out progressing.',
+            "lastUpdateTime": "2026-11-28T01:00:00Z", "lastTransitionTime": "2026-11-28T01:00:00Z"}]
+    target = world.target()
+    live = target.apply(CANDIDATE)
+    assert live.env == CANDIDATE
+    target.restore()
+    world.assert_pristine()
+
+
+# --- 8. the env order on restore ---------------------------------------------------------------
+
+def test_restore_brings_back_the_env_list_exactly(world: World) -> None:
+    original: list[dict[str, Any]] = [{"name": "GOMAXPROCS", "valueFrom": {"resourceFieldRef": {
+                    "containerName": "api", "resource": "limits.cpu", "divisor": "1"}}},
+                {"name": "LOG_LEVEL", "value": "info"},
+                {"name": "FORCEGC_INTERVAL_MS", "value": "0"}]
+    world.fake.set_env(NAMESPACE, "api", original)
+    deadline = time.monotonic() + 5
+    while world.fake.pods_of(NAMESPACE, "api", terminating=True) != world.fake.pods_of(
+            NAMESPACE, "api") or any(env != original for env in world.pod_envs()):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    hashes = _hashes(world)
+    target = world.target()
+    target.apply({"GOMAXPROCS": None, "FORCEGC_INTERVAL_MS": None})  # both deleted
+    target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "2000"})  # both appended
+    target.restore()
+    assert world.template_env() == original
+    assert all(env == original for env in world.pod_envs())
+    assert _hashes(world) == hashes, "the pod template hash is the original one again"
+    assert world.annotations() == {}
+
+
+# --- 7. Chaos Mesh's Failed events ----------------------------------------------------------
+
+def test_a_failed_event_for_an_update_conflict_is_not_no_pod_selected(world: World) -> None:
+    world.fake.chaos = "conflict-events"
+    exp = world.experiment(trials=1, stop_after=1)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert all(r["state"] == "COMPLETE" for r in records)
+    world.assert_pristine()
+
+
+def test_only_the_selection_message_means_no_pod_selected(world: World) -> None:
+    world.fake.chaos = "select-nothing"
+    exp = world.experiment(trials=1, stop_after=1)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, StudyError)
+    assert re.search(r"selected no pod .*Failed to select targets: no pod is selected",
+                     records[-1]["failure"])
+    world.assert_pristine()
+
+
+# --- 6. watch stream errors other than 410 -----------------------------------------------------
+
+@pytest.mark.parametrize("fault", ["500", "504", "cut"])
+def test_a_broken_watch_stream_is_listed_again_and_resumed(world: World, fault: str) -> None:
+    kube = world.kube()
+    world.fake.break_watch("pods", fault)
+    threading.Timer(0.2, lambda: world.fake.add_pod(NAMESPACE, "late", {"app": "late"})).start()
+    found = kube.wait(Selection(PODS, NAMESPACE, labels="app=late"),
+                      lambda s: s.get("late"), timeout=5)
+    assert found is not None and found["metadata"]["name"] == "late"
+    assert not world.fake.watch_faults, "the fault happened"
+
+
+@pytest.mark.parametrize("fault", ["500", "504", "cut"])
+def test_a_trial_survives_broken_watches(world: World, fault: str) -> None:
+    for plural in ("deployments", "pods", "stresschaos"):
+        world.fake.break_watch(plural, fault)
+    exp = world.experiment(trials=1, stop_after=1)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert all(r["state"] == "COMPLETE" for r in records)
+    world.assert_pristine()
+
+
+# --- 12. exit codes ----------------------------------------------------------------------------
+
+def _cli_run(world: World, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.chdir(world.tmp)
+    path = Path(world.tmp / "exp.yaml")
+    path.write_text(EXPERIMENT.format(
+        kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
+        pattern="{every: 0.2s, burst: 0.1s}", prometheus="http://127.0.0.1:9", token_env="null"))
+    return main(["run", str(path), "--plain", "--no-confirm"])
+
+
+@pytest.mark.parametrize("broken, message", [
+    ("deployment", r"Deployment shop/api not found"),
+    ("rbac", r"forbidden \(403\): not allowed to list stresschaos"),
+    ("chaos-mesh", r"StressChaos CRD .* is not installed"),
+])
+def test_environment_problems_exit_1_with_the_message(
+        world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        broken: str, message: str) -> None:
+    if broken == "deployment":
+        world.fake.objects.pop(("deployments", NAMESPACE, "api"))
+    elif broken == "rbac":
+        world.fake.denied.add(("list", "stresschaos"))
+    else:
+        world.fake.crd_installed = False
+    assert _cli_run(world, monkeypatch) == 1
+    out = capsys.readouterr()
+    assert re.search(message, out.out + out.err), out
+    assert "internal error" not in out.out + out.err
+
+
+# --- 11. RBAC: the table is what the code uses, and what deploy/rbac.yaml grants ---------------
+
+def test_the_code_uses_exactly_the_permissions_table(world: World) -> None:
+    world.fake.pod_start_delay = 0.1  # new pods come up after the rollout: watched
+    exp = world.experiment(trials=1, stop_after=1)
+    assert stack.validate_cluster(exp) == []
+    world.fake.fail("POST", "/stresschaos", 500, after=True)  # an answer lost: retry, 409, get
+    outcome, _ = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    world.target().apply(CANDIDATE)  # a run that dies; then `autotune cleanup --namespace`
+    stack.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig), clock=world.clock)
+    used = world.fake.verbs
+    assert used == {(p.verb, p.kind.plural) for p in (*NEEDED, *CLUSTER_NEEDED)}
+
+
+# --- 4. recovery that does not happen ---------------------------------------------------------
+
+def _stress_fails_to_recover(world: World) -> None:
+    def switch(seconds: float) -> None:
+        if world.chaos_left():
+            world.fake.chaos = "recover-fails"
+    world.clock.on_sleep = switch
+
+
+def test_a_recovery_that_does_not_happen_fails_the_trial_and_no_trial_follows(
+        world: World) -> None:
+    _stress_fails_to_recover(world)
+    exp = world.experiment(trials=3, stop_after=5)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, StudyError), outcome
+    first = next(r for r in records if r["state"] == "FAIL")
+    assert re.search(r"^recover: StressChaos .* still exists 1s after its deletion .*records: "
+                     r"shop/api-[^ ]+/api: Injected.*Failed to recover chaos.*stress-ng may still "
+                     r"run in pods api-", first["failure"]), first["failure"]
+    stressed = re.findall(r"delete pod ([^)]+)\)", first["failure"])[0].split()
+    assert stressed and all(p.startswith("api-") for p in stressed)
+    later = records[records.index(first) + 1:]
+    assert all(r["state"] == "FAIL" and "still exists" in r["failure"] for r in later)
+    assert all("injections" not in r and "live" not in r for r in later), \
+        "no candidate is applied and nothing injected after a stress that did not go"
+    assert len(world.fake.created_chaos) == len(first["injections"])
+    # the env is restored all the same (the new pods have no stress-ng); the object stays
+    assert world.template_env() == ORIGINAL_ENV and world.annotations() == {}
+    assert world.chaos_left(), "never forced: a human must look (the message says how)"
+
+
+@pytest.mark.xfail(strict=True, reason="autotune/study/loop.py must stop the study at the first "
+                                       "StressNotRecovered (see the report of issue 9)")
+def test_the_study_stops_at_the_first_recovery_that_does_not_happen(world: World) -> None:
+    _stress_fails_to_recover(world)
+    exp = world.experiment(trials=3, stop_after=5)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, StressNotRecovered | StudyError)
+    assert records[-1]["state"] == "FAIL" and "recover:" in records[-1]["failure"]
+
+
+def test_the_next_start_explains_what_to_do_instead_of_crashing(world: World) -> None:
+    _stress_fails_to_recover(world)
+    exp = world.experiment(trials=1, stop_after=1)
+    _, before = run(world, exp, world.backends(exp))
+    world.clock.on_sleep = None
+    outcome: Any
+    outcome, records = run(world, exp, world.backends(exp))
+    # the loop's own cleanup (finally) reports it again, as a StudyError: exit 1 either way
+    assert isinstance(outcome, StressNotRecovered | StudyError), outcome
+    assert outcome.exit_code == 1 and records == before, "no trial started"
+    assert "kubectl -n shop delete pod api-" in str(outcome) and "cleanFinalizer" in str(outcome)

@@ -1,0 +1,169 @@
+"""The replay platform answers only with what was recorded; the strategy benchmark counts right."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from autotune.clock import FakeClock
+from autotune.errors import TargetError
+from autotune.experiment import Experiment, parse_experiment
+from autotune.live import Window
+from autotune.metrics.base import Unavailable
+from autotune.replay import Replay, ReplayGrid
+from autotune.study.space import settings_key
+from autotune.study.trial import TrialFailed, measure
+from benchmarks import replay as bench
+
+EXPERIMENT = """
+name: replay-test
+target: {local: {workload: demo}}
+parameters:
+  - {name: GOMAXPROCS, type: int, values: [1, 2, 4]}
+  - {name: GOGC, type: int, values: [100, 400]}
+baseline: {repeats: 1, params: {GOMAXPROCS: null, GOGC: null}}
+chaos: {stress: {workers: 2, load: 25}}
+measure: {warmup: 4s, window: 15s}
+metrics: {p99_latency: p99, error_rate: errors}
+objective: {minimize: p99_latency}
+constraints: ['error_rate <= 0.01']
+"""
+
+HEADER = "order,config,repeat,state,failure,seconds,p99_latency,error_rate\n"
+
+
+def _write(tmp: Path, rows: list[tuple[str, str, str, str]]) -> Path:
+    """rows: (config, state, p99_latency, error_rate)."""
+    path = tmp / "grid.csv"
+    path.write_text(HEADER + "".join(
+        f"{i},{config},0,{state},{'boom' if state != 'COMPLETE' else ''},25,{p99},{err}\n"
+        for i, (config, state, p99, err) in enumerate(rows)))
+    return path
+
+
+@pytest.fixture
+def exp() -> Experiment:
+    return parse_experiment(EXPERIMENT)
+
+
+def _env(g: int | None, gogc: int | None) -> dict[str, str | None]:
+    return {"GOMAXPROCS": None if g is None else str(g),
+            "GOGC": None if gogc is None else str(gogc)}
+
+
+def _read(replay: Replay, env: dict[str, str | None]) -> dict[str, float | Unavailable]:
+    backends = replay.backends()
+    live = backends.target.apply(env)
+    replay.clock.sleep(15)
+    return backends.source.read({"p99_latency": "p99", "error_rate": "errors"},
+                                Window(live.since, replay.clock.now()), live)
+
+
+def test_every_reading_is_one_recorded_repeat(tmp_path: Path, exp: Experiment) -> None:
+    grid = ReplayGrid.load(_write(tmp_path, [
+        ("GOMAXPROCS=1 GOGC=100", "COMPLETE", "0.010", "0.0"),
+        ("GOMAXPROCS=1 GOGC=100", "COMPLETE", "0.030", "0.002"),
+        ("GOMAXPROCS=1 GOGC=100", "FAIL", "", ""),
+        ("GOMAXPROCS=2 GOGC=100", "COMPLETE", "0.020", ""),
+    ]))
+    assert grid.skipped == 1
+    replay = Replay(exp, grid, FakeClock(), seed=7)
+    drawn = [_read(replay, _env(1, 100)) for _ in range(40)]
+    pairs = {(r["p99_latency"], r["error_rate"]) for r in drawn}
+    # Both metrics come from the same row, and both rows get drawn.
+    assert pairs == {(0.010, 0.0), (0.030, 0.002)}
+    again = Replay(exp, grid, FakeClock(), seed=7)
+    assert [_read(again, _env(1, 100)) for _ in range(40)] == drawn
+
+    partial = _read(replay, _env(2, 100))
+    assert partial["p99_latency"] == 0.020
+    missing = partial["error_rate"]
+    assert isinstance(missing, Unavailable) and "not recorded in this repeat" in missing.reason
+
+
+def test_a_configuration_outside_the_grid_fails_the_trial_with_the_reason(
+    tmp_path: Path, exp: Experiment
+) -> None:
+    grid = ReplayGrid.load(_write(tmp_path, [("GOMAXPROCS=1 GOGC=100", "COMPLETE", "0.01", "0")]))
+    replay = Replay(exp, grid, FakeClock(), seed=1)
+    readings = _read(replay, _env(4, 400))
+    assert all(isinstance(r, Unavailable) and "GOMAXPROCS=4 GOGC=400 was not recorded" in r.reason
+               for r in readings.values())
+    record: dict[str, object] = {}
+    with pytest.raises(TrialFailed, match="p99_latency unavailable: configuration GOMAXPROCS=4 "
+                                          "GOGC=400 was not recorded"):
+        measure(exp, replay.backends(), _env(4, 400), clock=replay.clock, labels={},
+                record=record)
+    assert record["metrics"] == {}
+
+
+def test_a_grid_of_other_parameters_is_refused(tmp_path: Path, exp: Experiment) -> None:
+    grid = ReplayGrid.load(_write(tmp_path, [("GOMAXPROCS=1 GOMEMLIMIT=1GiB", "COMPLETE",
+                                              "0.01", "0")]))
+    with pytest.raises(TargetError, match="the experiment's parameters are"):
+        Replay(exp, grid, FakeClock())
+
+
+# Noiseless (one value per configuration), so the recommendation is the best configuration
+# measured so far and "trials to within 10%" is where the first of the two good ones appears.
+TRUE = {(1, 100): 0.050, (1, 400): 0.030, (2, 100): 0.040, (2, 400): 0.005,
+        (4, 100): 0.060, (4, 400): 0.0054}
+GOOD = {"GOMAXPROCS=2 GOGC=400", "GOMAXPROCS=4 GOGC=400"}
+
+
+def test_short_benchmark_run_counts_trials_to_within_10_percent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [(f"GOMAXPROCS={g} GOGC={gogc}", "COMPLETE", str(v), "0")
+            for (g, gogc), v in TRUE.items() for _ in range(2)]
+    rows.append(("GOMAXPROCS=unset GOGC=unset", "COMPLETE", "0.08", "0"))
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    out = tmp_path / "replay.json"
+    assert bench.main(["--grid", str(_write(tmp_path, rows)), "--experiment",
+                       str(tmp_path / "exp.yaml"), "--seeds", "2", "--trials", "3",
+                       "--strategies", "random", "--jobs", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["space"]["best"] == {"label": "GOMAXPROCS=2 GOGC=400", "value": 0.005}
+    assert set(result["space"]["within"]) == GOOD
+    runs = result["strategies"]["random"]["runs"]
+    assert [r["seed"] for r in runs] == [0, 1]
+    truth = {f"GOMAXPROCS={g} GOGC={gogc}": v for (g, gogc), v in TRUE.items()}
+    for r in runs:
+        measured = r["configurations"]
+        assert len(measured) == 3 and r["recommended"] == [
+            min(truth[c] for c in measured[:k]) for k in range(1, 4)]
+        first_good = next((k for k, c in enumerate(measured, 1) if c in GOOD), 4)
+        assert r["trials_to_within"] == first_good
+        assert r["repeats"] == len(measured) - len(set(measured))
+    hits = [r["trials_to_within"] for r in runs]
+    summary = result["strategies"]["random"]["summary"]
+    assert summary["trials_to_within"] == {"median": statistics.median(hits), "p90": max(hits)}
+    assert summary["never"] == sum(1 for h in hits if h == 4)
+    assert summary["runs"] == 2 and summary["failed_trials"] == 0 and summary["errors"] == []
+    assert "random" in capsys.readouterr().out
+
+
+def test_the_recommendation_is_the_best_median_not_the_luckiest_draw(exp: Experiment) -> None:
+    # B is the true best (6); A (true 10) is measured lucky first, so the study recommends A
+    # until a second measurement of A brings its median to 10.
+    a, b = {"GOMAXPROCS": 1, "GOGC": 100}, {"GOMAXPROCS": 2, "GOGC": 400}
+    truth = bench.Truth(sign=1.0, values={settings_key(a): 10.0, settings_key(b): 6.0},
+                        best_key=settings_key(b), best=6.0, missing=0)
+    summaries = [
+        {"number": n, "state": "COMPLETE", "kind": "search", "settings": s, "values": [v],
+         "constraints": {}}
+        for n, (s, v) in enumerate([(a, 5.0), (b, 7.0), (a, 15.0)])
+    ]
+    run = bench.trajectory(exp, truth, summaries, trials=3)
+    assert run.recommended == [10.0, 10.0, 6.0]
+    assert run.trials_to_within == 3 and run.repeats == 1
+    assert bench.trajectory(exp, truth, summaries[:2], trials=2).trials_to_within == 3
+
+
+def test_subset_restricts_the_space(exp: Experiment) -> None:
+    sub = bench.restrict(exp, {"GOGC": ["400"], "GOMAXPROCS": ["1", "4"]})
+    assert [tuple(p.values or ()) for p in sub.parameters] == [(1, 4), (400,)]
+    assert len(bench.space(sub)) == 2
