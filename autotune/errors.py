@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class AutotuneError(Exception):
     """Base of every error autotune raises on purpose. Its message is meant for the user."""
@@ -30,6 +32,24 @@ class TargetError(AutotuneError):
 
 class ChaosError(AutotuneError):
     """Stress could not be injected, or could not be confirmed gone."""
+
+
+class StressNotRecovered(ChaosError):
+    """Stress could not be confirmed gone: it may still run where the next trial would measure.
+
+    The study stops at the first one (never runs another trial on a possibly stressed target).
+    ``objects``: what was injected (StressChaos names, stress-ng PIDs); ``pods``: where stress
+    may still run (Kubernetes).
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, namespace: str = "", objects: Sequence[str] = (),
+                 pods: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.objects = tuple(objects)
+        self.pods = tuple(pods)
 
 
 class MetricsError(AutotuneError):

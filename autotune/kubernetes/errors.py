@@ -9,7 +9,7 @@ itself finds wrong with the cluster (a missing Deployment, a missing CRD, a paus
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from autotune.errors import AutotuneError, ChaosError, TargetError
@@ -87,23 +87,6 @@ class ChaosProblem(ChaosError):
     """Chaos Mesh cannot be used here (CRD missing, access denied, webhook denial...)."""
 
     exit_code = 1
-
-
-class StressNotRecovered(ChaosError):
-    """A StressChaos could not be confirmed gone: stress may still run in these pods.
-
-    The study must stop: a next trial would measure pods that may still be stressed.
-    ``objects`` are the StressChaos names, ``pods`` the pods whose records are still Injected.
-    """
-
-    exit_code = 1
-
-    def __init__(self, message: str, *, namespace: str, objects: Sequence[str],
-                 pods: Sequence[str]) -> None:
-        super().__init__(message)
-        self.namespace = namespace
-        self.objects = tuple(objects)
-        self.pods = tuple(pods)
 
 
 @contextmanager

@@ -41,7 +41,7 @@ import yaml
 
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
-from autotune.errors import ChaosError
+from autotune.errors import ChaosError, StressNotRecovered
 from autotune.experiment.models import Stress
 from autotune.kubernetes.client import Kube
 from autotune.kubernetes.deployment import StressGuard
@@ -50,7 +50,6 @@ from autotune.kubernetes.errors import (
     ChaosProblem,
     Conflict,
     NotFound,
-    StressNotRecovered,
     reraise_as,
 )
 from autotune.kubernetes.objects import (

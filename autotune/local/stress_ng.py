@@ -19,7 +19,7 @@ from typing import Any
 from autotune import pids
 from autotune.chaos.base import Injection
 from autotune.clock import Clock, wait_until
-from autotune.errors import ChaosError
+from autotune.errors import ChaosError, StressNotRecovered
 from autotune.experiment.models import Stress
 from autotune.live import Live
 from autotune.local import proc
@@ -99,8 +99,9 @@ class StressNgInjector:
         p.stop(grace=RECOVER_TIMEOUT / 2, clock=self.clock)
         left = proc.group_members(p.pid)
         if left:
-            raise ChaosError(f"stress-ng processes {left} still running after SIGKILL; "
-                             "check `ps -o pid,stat,cmd -g " + str(p.pid) + "`")
+            raise StressNotRecovered(
+                f"stress-ng processes {left} still running after SIGKILL; check "
+                f"`ps -o pid,stat,cmd -g {p.pid}`", objects=[str(x) for x in left])
 
     def recover(self, injection: Injection) -> None:
         self._stop(injection.id)

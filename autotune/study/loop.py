@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import __version__
 from autotune.clock import Clock
-from autotune.errors import StudyError
+from autotune.errors import StressNotRecovered, StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design
 from autotune.study import storage as st
@@ -165,6 +165,7 @@ class StudyRunner:
         self._current: int | None = None
         self._search: optuna.Study | None = None
         self.design_size = 0
+        self._stuck: str | None = None
 
     # --- the objective Optuna calls --------------------------------------------------------
 
@@ -215,6 +216,8 @@ class StudyRunner:
             return scored.values[0] if len(scored.values) == 1 else scored.values
         except TrialFailed as e:
             record.update(state="FAIL", failure=e.reason)
+            if isinstance(e.__cause__, StressNotRecovered):
+                self._stuck = e.reason
             raise
         except Interrupted as e:
             record.update(state="FAIL", failure=f"interrupted ({e.signame})")
@@ -265,7 +268,18 @@ class StudyRunner:
         self.progress.trial_finished(last.user_attrs.get("record", trial_summary(last)), best)
         return last
 
+    def _describe_again(self, studies: st.Studies, described: dict[str, Any]) -> dict[str, Any]:
+        """Some facts exist only once a trial ran (the calibrated load rate, the Go version):
+        record the target's description again when it changed."""
+        now = self.backends.target.describe()
+        if now != described:
+            studies.search.set_user_attr("target", now)
+        return now
+
     def _check_failures(self) -> None:
+        if self._stuck is not None:
+            # Another trial would measure a target that may still be under stress.
+            raise StudyError([f"stress not recovered, the study stopped: {self._stuck}"])
         limit = self.exp.study.stop_after_failures
         if len(self.failures_in_a_row) >= limit:
             last = self.failures_in_a_row[-1]
@@ -304,6 +318,7 @@ class StudyRunner:
                     break
                 self._run_one(studies.reference)
                 self._check_failures()
+                described = self._describe_again(studies, described)
             while stop != "deadline" and completed_search(studies.search) < budget:
                 if deadline is not None and (self.clock.monotonic()
                                              + self._estimate_trial_seconds() > deadline):
@@ -320,6 +335,7 @@ class StudyRunner:
                 studies.search.set_user_attr("sampler", self.sampler_name)
                 self._run_one(studies.search)
                 self._check_failures()
+                described = self._describe_again(studies, described)
         except Interrupted:
             stop = "interrupted"
             raise

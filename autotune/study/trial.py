@@ -91,7 +91,8 @@ def measure(
         with phases("apply"):
             live = backends.target.apply(env)
         record["live"] = dict(live.details)
-        backends.source.observe(live)
+        with phases("observe"):
+            backends.source.observe(live)
         with phases("warmup"):
             clock.sleep(exp.measure.warmup)
         window = _measure_guarded(exp, backends, live, clock, labels, record, phases)

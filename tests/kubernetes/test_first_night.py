@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from autotune.cli import main
-from autotune.errors import StudyError, TargetError
+from autotune.errors import StressNotRecovered, StudyError, TargetError
 from autotune.kubernetes import stack
-from autotune.kubernetes.errors import StressNotRecovered
 from autotune.kubernetes.objects import PODS, Selection
 from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
 from autotune.study.loop import RunResult
@@ -243,8 +242,6 @@ def test_a_recovery_that_does_not_happen_fails_the_trial_and_no_trial_follows(
     assert world.chaos_left(), "never forced: a human must look (the message says how)"
 
 
-@pytest.mark.xfail(strict=True, reason="autotune/study/loop.py must stop the study at the first "
-                                       "StressNotRecovered (see the report of issue 9)")
 def test_the_study_stops_at_the_first_recovery_that_does_not_happen(world: World) -> None:
     _stress_fails_to_recover(world)
     exp = world.experiment(trials=3, stop_after=5)
