@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from autotune.experiment.models import Setting
 from autotune.report import significance as sig
-from autotune.report.model import Configuration, MetricSummary, Report
+from autotune.report.model import Configuration, MetricSummary, Report, TrialRow
 
 
 @dataclass(frozen=True)
@@ -235,12 +235,22 @@ def _trials(report: Report) -> list[Block]:
             f"#{t.candidate}" if isinstance(t.candidate, int) else str(t.candidate))
         if t.round is not None:
             tag += f" r{t.round}"
-        rows.append((t.study, str(t.number), t.kind, t.state,
-                     ", ".join(value(v) for v in t.values) if t.values else "-",
+        rows.append((t.study, str(t.number), t.kind + (f" ({t.origin})" if t.origin else ""),
+                     t.state, ", ".join(value(v) for v in t.values) if t.values else "-",
                      settings(t.settings),
                      "-" if t.feasible is None else ("yes" if t.feasible else "no"),
-                     tag.strip(), t.started or "-", t.failure or ""))
+                     tag.strip(), t.started or "-", _timeline(t), t.failure or ""))
     return [Heading(2, "All trials"),
+            Paragraph("Kind (origin): a search trial came from study.enqueue, the Go-aware prior, "
+                      "the space-filling design or the sampler. Timeline: each phase's start and "
+                      "length in seconds from the trial's start."),
             Table(("study", "#", "kind", "state", "values", "settings", "feasible",
-                   "candidate / round", "started (UTC)", "failure"), tuple(rows))]
+                   "candidate / round", "started (UTC)", "timeline (s)", "failure"),
+                  tuple(rows))]
+
+
+def _timeline(t: TrialRow) -> str:
+    if t.timeline:
+        return " ".join(f"{name}@{start:.1f}+{seconds:.1f}" for name, start, seconds in t.timeline)
+    return " ".join(f"{name} {seconds:.1f}" for name, seconds in t.phases.items()) or "-"
 

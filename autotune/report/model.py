@@ -141,6 +141,10 @@ class TrialRow:
     seconds: float | None
     phases: dict[str, float]
     retry_of: int | None
+    origin: str | None = None
+    """Search trials: enqueued, prior, design or sampler (see autotune/study/design.py)."""
+    timeline: tuple[tuple[str, float, float], ...] = ()
+    """Every phase run: (name, start from the trial's first phase, seconds)."""
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,8 @@ def _row(t: Mapping[str, Any], detail: Mapping[str, Any]) -> TrialRow:
         seconds=float(seconds) if isinstance(seconds, int | float) else None,
         phases=dict(record.get("phases") or {}),
         retry_of=record.get("retry_of"),
+        origin=record.get("origin"),
+        timeline=tuple((str(n), float(a), float(b)) for n, a, b in record.get("timeline") or ()),
     )
 
 

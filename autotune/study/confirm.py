@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import random
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,7 +46,10 @@ _HOLDING = (TrialState.COMPLETE.name, TrialState.WAITING.name, TrialState.RUNNIN
 
 
 class ReferenceRunner(Protocol):
-    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]]) -> int: ...
+    def run_reference(
+        self, studies: st.Studies, entries: list[dict[str, Any]],
+        then: Callable[[], list[dict[str, Any]]] | None = None,
+    ) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -192,20 +195,26 @@ def confirm(
         log.info("confirming %s and the baseline: %d runs to go, %d done or queued",
                  ", ".join(f"#{p.trial}" for p in schedule.candidates), len(schedule.entries),
                  schedule.already)
-        runner.run_reference(studies, list(schedule.entries))
     else:
         log.info("every fixed confirmation round is already complete")
     spent = 0
     rng = random.Random(seed)
-    while spent < extra and len(directions(exp)) == 1:
+
+    def next_round() -> list[dict[str, Any]]:
+        nonlocal spent
+        if spent >= extra or len(directions(exp)) != 1:
+            return []
         entries = adaptive_round(exp, studies, schedule.candidates, repeats)
-        if not entries:
-            break
         entries = rng.sample(entries, k=len(entries))[: extra - spent]
-        log.info("not yet separated: one more round of %s",
-                 ", ".join(str(e["candidate"]) for e in entries))
+        if entries:
+            log.info("not yet separated: one more round of %s",
+                     ", ".join(str(e["candidate"]) for e in entries))
         spent += len(entries)
-        runner.run_reference(studies, entries)
+        return entries
+
+    # One call, so the backends stay up between rounds (a restarted local Prometheus costs
+    # ~6 s before it scrapes a new target).
+    runner.run_reference(studies, list(schedule.entries), then=next_round)
     # Counted here rather than trusting the runner's count: queued trials already exist when
     # they run, which a "did a new trial appear" count misses.
     return _completed(studies) - before

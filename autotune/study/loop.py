@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -331,7 +332,7 @@ class StudyRunner:
                     break
                 n = len(studies.search.get_trials(deepcopy=False))
                 self.sampler_name, studies.search.sampler = make_sampler(
-                    exp, n, startup=self.design_size)
+                    exp, n, design=self.design_size)
                 studies.search.set_user_attr("sampler", self.sampler_name)
                 self._run_one(studies.search)
                 self._check_failures()
@@ -349,24 +350,33 @@ class StudyRunner:
             baseline=baseline_values(studies.reference), orphans=orphans,
         )
 
-    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]]) -> int:
+    def run_reference(
+        self, studies: st.Studies, entries: list[dict[str, Any]],
+        then: Callable[[], list[dict[str, Any]]] | None = None,
+    ) -> int:
         """Measure fixed configurations (e.g. confirmation re-runs) in the reference study.
 
         Each entry is the user attrs of one trial and must hold ``kind`` and ``settings``; they
-        run in the given order. Returns how many completed. Restores the target at the end.
+        run in the given order. When the queue is empty, ``then()`` may give more entries (it
+        decides from what was just measured); an empty list ends. Returns how many completed.
+        Restores the target at the end.
         """
         self.study_name = studies.name
         self._search = studies.search
         completed = 0
         try:
-            for attrs in entries:
-                studies.reference.enqueue_trial({}, user_attrs=attrs)
-            while any(t.state == TrialState.WAITING
-                      for t in studies.reference.get_trials(deepcopy=False)):
-                ran = self._run_one(studies.reference)
-                if ran is not None and ran.state == TrialState.COMPLETE:
-                    completed += 1
-                self._check_failures()
+            while True:
+                for attrs in entries:
+                    studies.reference.enqueue_trial({}, user_attrs=attrs)
+                while any(t.state == TrialState.WAITING
+                          for t in studies.reference.get_trials(deepcopy=False)):
+                    ran = self._run_one(studies.reference)
+                    if ran is not None and ran.state == TrialState.COMPLETE:
+                        completed += 1
+                    self._check_failures()
+                entries = then() if then is not None else []
+                if not entries:
+                    break
         finally:
             with shielded():
                 self._finish(studies)

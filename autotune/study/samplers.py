@@ -45,18 +45,20 @@ def resolve(name: str) -> str:
 
 
 def make_sampler(
-    exp: Experiment, trials_so_far: int, *, startup: int = 10
+    exp: Experiment, trials_so_far: int, *, design: int = 0
 ) -> tuple[str, optuna.samplers.BaseSampler]:
-    """The sampler for the next search trial. ``startup``: how many trials the model-based
-    samplers sample at random before modelling; the initial design replaces that phase, so the
-    loop passes the design's size (at least 2: both models need two points)."""
+    """The sampler for the next search trial. ``design``: the initial design's size. It replaces
+    the model-based samplers' random start-up phase (they model from the first trial after it;
+    at least 2 points: both models need two); without a design they keep their own start-up
+    (10 random trials; GP: at most half the budget)."""
     name = resolve(exp.study.sampler)
     seed = derive_seed(exp.study.seed, trials_so_far)
-    startup = max(2, startup)
+    tpe_startup = max(2, design) if design else 10
+    gp_startup = max(2, design) if design else min(10, exp.study.trials // 2 + 1)
     # Optuna 5 samplers read the values set with trial.set_constraint themselves.
     registry: dict[str, Callable[[], optuna.samplers.BaseSampler]] = {
-        "gp": lambda: optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup),
-        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup),
+        "gp": lambda: optuna.samplers.GPSampler(seed=seed, n_startup_trials=gp_startup),
+        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=tpe_startup),
         "random": lambda: optuna.samplers.RandomSampler(seed=seed),
         "grid": lambda: optuna.samplers.GridSampler(grid(exp), seed=seed),
     }

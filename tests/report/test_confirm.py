@@ -80,7 +80,8 @@ class _Crashing:
     def __init__(self, runner: Any, limit: int) -> None:
         self.runner, self.limit = runner, limit
 
-    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]]) -> int:
+    def run_reference(self, studies: st.Studies, entries: list[dict[str, Any]],
+                      then: Any = None) -> int:
         return int(self.runner.run_reference(studies, entries[: self.limit]))
 
 

@@ -145,3 +145,20 @@ def test_sampler_repeats_are_moved_to_the_nearest_unmeasured_configuration(
     for rec in repaired:
         earlier = {settings_key(x["settings"]) for x in records if x["number"] < rec["number"]}
         assert settings_key(rec["repaired_from"]) in earlier
+
+
+def test_gp_after_the_design_models_from_the_first_sampler_trial(tmp_path: Path) -> None:
+    import pytest
+
+    from autotune.study.samplers import gp_available
+    if not gp_available():
+        pytest.skip("torch/scipy not installed (pip install 'autotune[gp]'); CI installs them")
+    r = rig(tmp_path, **{"parameters": SMALL, "study.trials": 5, "study.sampler": "gp",
+                         "baseline.repeats": 1, "study.design": {"points": 2}})
+    result = r.run()
+    assert result.completed == 5
+    records = [rec for rec in _journal(tmp_path) if rec["kind"] == "search"]
+    assert [rec["origin"] for rec in records] == ["prior", "design", "design", "sampler",
+                                                  "sampler"]
+    assert {rec["sampler"] for rec in records} == {"gp"}
+    assert len({settings_key(rec["settings"]) for rec in records}) == 5
