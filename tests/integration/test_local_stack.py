@@ -168,8 +168,9 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         assert rec["unavailable"] == {}, rec["unavailable"]
         m = rec["metrics"]
         assert 0 < m["p99_latency"] < 5
-        rate = yaml.safe_load((ROOT / "experiments" / "local.yaml").read_text())[
-            "target"]["local"]["load"]["rate"]
+        # local.yaml says rate: auto: every trial runs at the one calibrated rate.
+        rate = rec["live"]["load_rate"]
+        assert rate == records[0]["live"]["load_rate"] and rate > 0
         assert m["achieved_rps"] == pytest.approx(rate, rel=0.15)
         assert m["gomaxprocs"] >= 1 and m["gc_rate"] > 0
         assert rec["injections"] and rec["injections"][0]["in_cgroup"] is True
