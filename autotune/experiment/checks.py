@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from autotune.experiment.expressions import parse_constraint
-from autotune.experiment.models import Experiment, Parameter, Scalar, _is_number
+from autotune.experiment.models import (
+    MAX_ENUMERATED,
+    Experiment,
+    Parameter,
+    Scalar,
+    _is_number,
+)
 from autotune.metrics.promql import KNOWN_PLACEHOLDERS, placeholders
 
 
@@ -192,6 +198,10 @@ def _check_measure(exp: Experiment) -> list[str]:
         for i, p in enumerate(exp.parameters):
             if p.values is None and p.type == "float" and p.step is None:
                 problems.append(f"parameters[{i}]: the grid sampler needs values or a step")
+            elif p.values is None and p.low is not None and p.high is not None and (
+                    (p.high - p.low) / (p.step or 1.0) + 1 > MAX_ENUMERATED):
+                problems.append(f"parameters[{i}]: more than {MAX_ENUMERATED} values is too many "
+                                "for the grid sampler; give values or a larger step")
     one_trial = exp.measure.warmup + exp.measure.window
     if exp.study.deadline is not None and exp.study.deadline < one_trial:
         problems.append("study.deadline: shorter than one trial (warmup + window)")

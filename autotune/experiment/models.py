@@ -38,6 +38,10 @@ class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+MAX_ENUMERATED = 10_000
+"""A range with more values than this is treated as continuous (sampled, never exhausted)."""
+
+
 class Parameter(Model):
     """One runtime setting, applied as an environment variable of the service."""
 

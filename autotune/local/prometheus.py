@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import requests
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
 from autotune.local import proc
+from autotune.local.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,6 @@ Group = dict[str, object]
 
 def prometheus_binary() -> str:
     return proc.find_binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EmbeddedPrometheus:
@@ -86,7 +80,7 @@ class EmbeddedPrometheus:
         }
         (self.workdir / "prometheus.yml").write_text(json.dumps(config))
         self._write_targets()
-        port = _free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         argv = [
             binary,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,6 +30,7 @@ from autotune.experiment.models import Experiment, LocalTarget
 from autotune.live import Live, Matcher
 from autotune.local import calibrate, cgroups, proc
 from autotune.local.cgroups import CpuLimit
+from autotune.local.ports import free_port, port_free
 from autotune.targets.base import Env, NoiseProbe
 
 log = logging.getLogger(__name__)
@@ -43,23 +43,6 @@ POLL = 0.01
 LOADGEN_READY_TIMEOUT = 10.0
 
 Announce = Callable[[Mapping[str, str], Mapping[str, str]], None]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_free(port: int) -> bool:
-    """Nothing listens on 127.0.0.1:``port`` (a server setting SO_REUSEADDR could bind it)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _metric_value(text: str, name: str) -> str | None:

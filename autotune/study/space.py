@@ -11,7 +11,7 @@ from typing import Any
 
 import optuna
 
-from autotune.experiment.models import Experiment, Parameter, Scalar, Setting
+from autotune.experiment.models import MAX_ENUMERATED, Experiment, Parameter, Scalar, Setting
 
 
 def suggest(trial: optuna.Trial, exp: Experiment) -> dict[str, Setting]:
@@ -46,14 +46,9 @@ def grid(exp: Experiment) -> dict[str, list[Any]]:
     """Every value of every parameter, for the grid sampler (checks guarantee it is finite)."""
     space: dict[str, list[Any]] = {}
     for p in exp.parameters:
-        if p.values is not None:
-            space[p.name] = list(p.values)
-            continue
-        assert p.low is not None and p.high is not None
-        step = p.step or 1.0
-        n = math.floor((p.high - p.low) / step + 1e-9) + 1
-        values = [p.low + i * step for i in range(n)]
-        space[p.name] = [int(v) for v in values] if p.type == "int" else values
+        values = domain(p)
+        assert values is not None, f"{p.name} is continuous"
+        space[p.name] = values
     return space
 
 
@@ -67,10 +62,6 @@ def to_env(exp: Experiment, settings: dict[str, Setting]) -> dict[str, str | Non
 
 
 # --- the space as a set of cells, for the initial design and for not measuring a cell twice ----
-
-MAX_ENUMERATED = 10_000
-"""A range with more values than this is treated as continuous (sampled, never exhausted)."""
-
 
 def settings_key(settings: Mapping[str, Any]) -> str:
     """One configuration's identity (trials with equal settings measured the same thing)."""

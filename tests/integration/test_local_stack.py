@@ -21,7 +21,8 @@ from autotune.clock import SystemClock
 from autotune.experiment import parse_experiment
 from autotune.experiment.models import Experiment, Stress
 from autotune.local import calibrate, cgroups, gobuild, proc
-from autotune.local.service import LocalService, free_port
+from autotune.local.ports import free_port
+from autotune.local.service import LocalService
 from autotune.local.stack import build
 from autotune.metrics.prometheus import PrometheusSource
 from autotune.study.space import to_env

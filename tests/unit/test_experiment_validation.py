@@ -105,6 +105,9 @@ CASES = [
     ("grid needs discrete", _with("trials: 5}", "trials: 5, sampler: grid}")
      .replace("type: int, low: 1, high: 8", "type: float, low: 1, high: 8"),
      "parameters[0]: the grid sampler needs values or a step"),
+    ("grid too large", _with("trials: 5}", "trials: 5, sampler: grid}")
+     .replace("type: int, low: 1, high: 8", "type: int, low: 1, high: 20000"),
+     "parameters[0]: more than 10000 values is too many for the grid sampler"),
     ("unknown sampler", _with("trials: 5}", "trials: 5, sampler: cmaes}"),
      "study.sampler: 'cmaes' is not one of"),
 ]
