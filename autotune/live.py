@@ -34,6 +34,9 @@ class Live:
     """JSON-able facts recorded with the trial (PIDs, pods, GOMAXPROCS default, isolation)."""
     endpoints: Mapping[str, str] = field(default_factory=dict)
     """Scrape URLs by job name, for a metric source that scrapes by itself (local mode)."""
+    pods: tuple[str, ...] = ()
+    """Kubernetes pods of the candidate: an external Prometheus must have scraped each of them
+    (``up == 1``) before a window starts."""
 
 
 @dataclass(frozen=True)

@@ -567,6 +567,7 @@ class KubernetesTarget:
             scope=(Matcher("namespace", self.spec.namespace),
                    Matcher("pod", any_of(names), regex=True)),
             placement=placement,
+            pods=tuple(names),
             details={"namespace": self.spec.namespace, "deployment": self.spec.deployment,
                      "container": self.spec.container, "replicaset": new.name,
                      "generation": int(dep.get("metadata", {}).get("generation", 0)),

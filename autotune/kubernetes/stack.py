@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.clock import Clock, SystemClock
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ExperimentError, MetricsError
 from autotune.experiment.models import Experiment, KubernetesTarget, Setting
 from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
@@ -27,6 +27,7 @@ from autotune.kubernetes.objects import (
 from autotune.kubernetes.permissions import NEEDED
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
 from autotune.live import Window
+from autotune.metrics.prometheus import PrometheusSource
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,33 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
 
 
 def build(exp: Experiment, results: Path, clock: Clock, context: str | None = None) -> Backends:
-    """The target, the injector and the metric source of a kubernetes experiment."""
-    from autotune.metrics.prometheus import PrometheusSource
+    """The target, the injector and the metric source of a kubernetes experiment.
 
+    Reads the scrape interval the cluster's Prometheus really uses and rejects a window shorter
+    than four of them before anything changes. An unreachable Prometheus only warns here: every
+    trial then fails with that reason, which the study's failure limit turns into a stop.
+    """
     target, injector = _parts(exp, _kube(exp, clock, context), clock, results)
-    source = PrometheusSource(exp.prometheus, clock)
+    source = _source(exp, clock, target)
     return Backends(target=target, injector=injector, source=source)
+
+
+def _source(exp: Experiment, clock: Clock, target: DeploymentTarget) -> PrometheusSource:
+    source = PrometheusSource(exp.prometheus, clock)
+    try:
+        scope = target.current().scope
+    except AutotuneError:
+        scope = ()  # no running pod yet: the global interval still bounds the window
+    try:
+        source.learn_interval(scope)
+    except MetricsError as e:
+        log.warning("%s; assuming prometheus.scrape_interval = %gs", e,
+                    exp.prometheus.scrape_interval)
+        return source
+    problem = source.check_window(exp.measure.window)
+    if problem is not None:
+        raise ExperimentError([problem])
+    return source
 
 
 # --- validate: can this cluster run the experiment? -----------------------------------------
@@ -134,11 +156,11 @@ def _dry_runs(exp: Experiment, target: DeploymentTarget, injector: ChaosMeshInje
 # --- validate live: do the queries return one number each? ----------------------------------
 
 def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
-    """Run every metric query over the last window against the running pods; report the ones
-    that return no series, several series or NaN."""
+    """Read the real scrape interval and check the window against it; check every pod is
+    scraped; run every metric query over the last window against the running pods; report the
+    ones that return no series, several series or NaN."""
     from autotune.metrics import promql
     from autotune.metrics.base import Unavailable
-    from autotune.metrics.prometheus import PrometheusSource
 
     clock = SystemClock()
     try:
@@ -152,14 +174,22 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
               "window": promql.render_window(window.seconds)}
     queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics}
     source = PrometheusSource(exp.prometheus, clock)
+    problems: list[str] = []
     try:
+        interval = source.learn_interval(live.scope)
+        log.info("Prometheus scrapes the service every %gs (%s)", interval,
+                 source.interval_source)
+        short = source.check_window(exp.measure.window)
+        if short is not None:
+            problems.append(short)
+        source.observe(live)
         readings = source.read(queries, window, live)
     except AutotuneError as e:
-        return [f"prometheus: {e}"]
+        return [*problems, f"prometheus: {e}"]
     finally:
         source.close()
-    return [f"metrics.{name}: {reading.reason}" for name, reading in readings.items()
-            if isinstance(reading, Unavailable)]
+    return problems + [f"metrics.{name}: {reading.reason}" for name, reading in readings.items()
+                       if isinstance(reading, Unavailable)]
 
 
 # --- cleanup of a namespace -----------------------------------------------------------------

@@ -9,6 +9,13 @@ reason, never a value.
 
 Waiting polls on the injected clock (``wait_until``), a fraction of a scrape interval apart, so
 no wait overshoots the event it waits for by more than that.
+
+An external Prometheus scrapes at its own pace (30 s in kube-prometheus-stack, 1 m in the
+prometheus-community chart), not at the 1 s we would like: ``learn_interval`` reads the real
+interval of the targets that scrape the service (``/api/v1/targets``), or the global one
+(``/api/v1/status/config``), and every wait and the "window >= 4 intervals" rule use it. Before
+a window starts, every pod of the candidate must have been scraped successfully
+(``up{pod=...} == 1``), or the window's first intervals would be missing.
 """
 
 from __future__ import annotations
@@ -16,18 +23,21 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from autotune.clock import Clock, wait_until
 from autotune.errors import MetricsError
+from autotune.experiment.durations import format_duration, parse_duration
 from autotune.experiment.models import Prometheus
-from autotune.live import Live, Window
+from autotune.live import Live, Matcher, Window
 from autotune.metrics import promql
 from autotune.metrics.base import Reading, ScrapeManager, Unavailable
 
@@ -75,6 +85,44 @@ def interpret(result: Any, query: str) -> Reading:
     return value
 
 
+def matches(scope: Sequence[Matcher], labels: Mapping[str, str]) -> bool:
+    """Whether a target with these (relabelled) labels exposes the series ``scope`` selects."""
+    for m in scope:
+        value = labels.get(m.label, "")
+        if m.regex:
+            if re.fullmatch(m.value, value) is None:
+                return False
+        elif value != m.value:
+            return False
+    return True
+
+
+def interval_of_targets(targets: Sequence[Mapping[str, Any]],
+                        scope: Sequence[Matcher]) -> tuple[float, str] | None:
+    """The longest scrape interval among the active targets that scrape ``scope``, and which."""
+    found: list[tuple[float, str]] = []
+    for t in targets:
+        raw = t.get("scrapeInterval")
+        if not raw or not matches(scope, t.get("labels") or {}):
+            continue
+        try:
+            found.append((parse_duration(raw), str(t.get("scrapePool") or t.get("labels", {})
+                                                      .get("job", "?"))))
+        except ValueError:
+            continue
+    if not found:
+        return None
+    seconds, pool = max(found)
+    return seconds, f"scrape pool {pool!r} ({len(found)} target(s) of the service)"
+
+
+def global_interval(config_yaml: str) -> float:
+    """``global.scrape_interval`` of a Prometheus configuration (Prometheus' default: 1m)."""
+    config = yaml.safe_load(config_yaml) or {}
+    raw = (config.get("global") or {}).get("scrape_interval", "1m")
+    return parse_duration(raw)
+
+
 class PrometheusSource:
     """Metrics from Prometheus.
 
@@ -92,10 +140,57 @@ class PrometheusSource:
         self.config, self.clock, self.embedded = config, clock, embedded
         self.warmup = warmup
         self._client: PrometheusConnect | None = None
+        self._session: requests.Session | None = None
+        self._learned: float | None = None
+        self.interval_source = "prometheus.scrape_interval (configured)"
 
     @property
     def scrape_interval(self) -> float:
+        if self._learned is not None:
+            return self._learned
         return self.config.scrape_interval
+
+    def learn_interval(self, scope: Sequence[Matcher] = ()) -> float:
+        """Read the scrape interval an external Prometheus really uses for ``scope`` (the
+        targets' ``scrapeInterval``, else the global one) and use it from now on.
+
+        Raises ``MetricsError`` when neither can be read: guessing would make every wait and
+        every ``rate()`` wrong on a server that scrapes every 30 s or 1 m.
+        """
+        if self.embedded is not None:
+            return self.scrape_interval
+        client = self.client()
+        try:
+            targets = client.get_targets(state="active")
+            found = interval_of_targets(targets.get("activeTargets", []), scope) if scope else None
+            if found is None:
+                assert self._session is not None
+                response = self._session.get(f"{client.url}/api/v1/status/config",
+                                             headers=client.headers,
+                                             timeout=self.config.timeout)
+                response.raise_for_status()
+                seconds = global_interval(response.json()["data"]["yaml"])
+                where = "the global scrape_interval (/api/v1/status/config)"
+                if scope:
+                    where += "; no active target matches the service's pods yet"
+                found = seconds, where
+        except (PrometheusApiClientException, requests.RequestException, KeyError, ValueError,
+                TypeError, yaml.YAMLError) as e:
+            raise MetricsError(f"cannot read the scrape interval from Prometheus "
+                               f"({type(e).__name__}: {str(e)[:200]})") from None
+        self._learned, self.interval_source = found[0], found[1]
+        log.info("Prometheus scrapes every %s: %s", format_duration(found[0]), found[1])
+        return found[0]
+
+    def check_window(self, window: float) -> str | None:
+        """Why ``window`` is too short for the scrape interval in use, or None."""
+        needed = 4 * self.scrape_interval
+        if window >= needed:
+            return None
+        return (f"measure.window: {format_duration(window)} is shorter than 4 scrape intervals "
+                f"({format_duration(needed)}): Prometheus scrapes the service every "
+                f"{format_duration(self.scrape_interval)} ({self.interval_source}), so rate() "
+                "over the window would have too few samples; lengthen the window")
 
     @property
     def _poll(self) -> float:
@@ -109,6 +204,7 @@ class PrometheusSource:
             url = self.config.url or (self.embedded.start() if self.embedded else "")
             session = requests.Session()
             session.verify = self.config.ca_file or self.config.verify_tls
+            self._session = session
             self._client = PrometheusConnect(url=url, headers=_auth_headers(self.config),
                                              session=session, timeout=self.config.timeout)
         return self._client
@@ -124,6 +220,7 @@ class PrometheusSource:
 
     def observe(self, live: Live) -> None:
         if self.embedded is None:
+            self._await_pods_up(live)
             return
         self.client()
         labels = {m.label: m.value for m in live.scope if not m.regex}
@@ -148,9 +245,32 @@ class PrometheusSource:
         raise MetricsError(f"Prometheus is not scraping every endpoint of the service "
                            f"({dict(live.endpoints)}) after {timeout:g}s: {seen}")
 
+    def _await_pods_up(self, live: Live) -> None:
+        """An external Prometheus discovers new pods by itself (service discovery, then the next
+        scrape): wait until each pod of the candidate has a successful scrape."""
+        if not live.pods:
+            return
+        selector = promql.render_selector(live.scope)
+        query = f"count(count by (pod) (up{{{selector}}} == 1))"
+        # Discovery (kubernetes_sd watches, a few seconds) plus up to two scrape intervals.
+        timeout = 3 * self.scrape_interval + 30.0
+        reading: Reading = Unavailable("not queried")
+
+        def up() -> bool:
+            nonlocal reading
+            reading = self._query(query, self.clock.now())
+            return isinstance(reading, float) and reading >= len(live.pods)
+
+        wait_until(self.clock, up, timeout, self._poll, error=lambda _: MetricsError(
+            f"Prometheus has no successful scrape (up == 1) of every pod of the candidate "
+            f"({', '.join(live.pods)}) after {timeout:g}s: "
+            f"{reading if isinstance(reading, Unavailable) else f'{reading:g} pod(s) up'}; "
+            "check its service discovery (annotations, PodMonitor or ServiceMonitor)"))
+
     def _await_scrape_after(self, live: Live, at: float) -> None:
         selector = promql.render_selector(live.scope)
-        timeout = max(10.0, 5 * self.scrape_interval)
+        # The next scrape lands within one interval; allow for its duration and ingestion.
+        timeout = max(10.0, 2 * self.scrape_interval + 10.0)
 
         def fresh() -> bool:
             last = self._query(f"min(timestamp(up{{{selector}}}))", self.clock.now())

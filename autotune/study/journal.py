@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from autotune.errors import StudyError
 
 
 class Journal:
@@ -14,12 +17,31 @@ class Journal:
         self.path = path
 
     def append(self, entry: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry, sort_keys=True, default=str)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        """Append one line, all of it or nothing: a write that fails (disk full, read-only
+        file system) is cut back off, and a line torn by an earlier crash is ended first, so
+        no later line is glued to it. A failure is a ``StudyError`` naming the file."""
+        data = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                start = os.lseek(fd, 0, os.SEEK_END)
+                if start > 0 and os.pread(fd, 1, start - 1) != b"\n":
+                    data = b"\n" + data
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, start)
+                    raise
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise StudyError(f"cannot write the run journal {self.path}: "
+                             f"{e.strerror or e}") from None
 
     def entries(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from autotune.errors import PrerequisiteError
+from autotune.errors import ExperimentError, PrerequisiteError
 from autotune.experiment.models import Stress
 from autotune.kubernetes import stack as cluster
 from autotune.kubernetes.deployment import KubernetesTarget
@@ -122,6 +123,8 @@ class _Prometheus(BaseHTTPRequestHandler):
 
     token = "s3cr3t-token"
     seen: list[str] = []
+    pods: list[str] = []
+    interval = "100ms"
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -131,6 +134,11 @@ class _Prometheus(BaseHTTPRequestHandler):
         params = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if self.headers.get("Authorization") != f"Bearer {self.token}":
             return self._send(401, {"status": "error", "error": "unauthorized"})
+        if url.path == "/api/v1/targets":
+            return self._send(200, {"status": "success", "data": {"activeTargets": [
+                {"labels": {"namespace": NAMESPACE, "pod": pod, "job": "kubernetes-pods"},
+                 "scrapePool": "kubernetes-pods", "scrapeInterval": self.interval, "health": "up"}
+                for pod in self.pods]}})
         query, at = params.get("query", ""), float(params.get("time", "0"))
         self.seen.append(query)
         self._send(200, {"status": "success", "data": {"resultType": "vector",
@@ -151,6 +159,9 @@ def _answer(query: str, at: float) -> list[dict[str, Any]]:
 
     if "timestamp(up" in query:
         return [series(at + 1)]
+    if "count by (pod)" in query:  # every pod of the candidate is scraped
+        pods = re.search(r'pod=~"([^"]*)"', query)
+        return [series(len(pods.group(1).split("|")) if pods else 0)]
     if "http_request_duration_seconds" in query:
         return [series(0.012)]
     if "go_sched_pauses_total_gc_seconds" in query:
@@ -173,6 +184,7 @@ def prometheus() -> Iterator[str]:
 def test_validate_live_reports_nan_and_several_series(
         world: World, prometheus: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROM_TOKEN", _Prometheus.token)
+    _Prometheus.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
     exp = world.experiment(prometheus=prometheus, token_env="PROM_TOKEN")
     problems = cluster.validate_live(exp)
     assert len(problems) == 1 and problems[0].startswith("metrics.gc_pause_p99: nan")
@@ -185,4 +197,21 @@ def test_validate_live_reports_nan_and_several_series(
     several = exp.model_copy(update={"metrics": metrics, "constraints": ()})
     [problem] = cluster.validate_live(several)
     assert problem.startswith("metrics.p99_latency: 2 series where one was expected")
+
+
+def test_validate_live_reads_the_real_scrape_interval(
+        world: World, prometheus: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 9.1: the experiment assumes 1 s; the cluster's Prometheus scrapes every 15 s."""
+    monkeypatch.setenv("PROM_TOKEN", _Prometheus.token)
+    monkeypatch.setattr(_Prometheus, "interval", "15s")
+    _Prometheus.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    exp = world.experiment(prometheus=prometheus, token_env="PROM_TOKEN")
+    metrics = {"p99_latency": "max(http_request_duration_seconds{ {{selector}} })"}
+    exp = exp.model_copy(update={"metrics": metrics, "constraints": ()})
+    [problem] = cluster.validate_live(exp)
+    assert problem.startswith("measure.window: 400ms is shorter than 4 scrape intervals "
+                                  "(60s): Prometheus scrapes the service every 15s (scrape pool "
+                                  "'kubernetes-pods'")
+    with pytest.raises(ExperimentError, match=r"measure.window: 400ms is shorter"):
+        cluster.build(exp, world.tmp / "results", world.clock)
 
