@@ -23,7 +23,7 @@ class Journal:
         data = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 start = os.lseek(fd, 0, os.SEEK_END)
                 if start > 0 and os.pread(fd, 1, start - 1) != b"\n":

@@ -21,6 +21,7 @@ from autotune.metrics.base import Reading, Unavailable
 from autotune.study.interrupts import Interrupted
 from autotune.study.trial import Backends
 from tests.kubernetes.fake_api import FakeCluster
+from tests.kubernetes.fake_prometheus import FakePrometheus
 
 NAMESPACE, DEPLOYMENT, CONTAINER = "shop", "api", "api"
 ORIGINAL_ENV = [{"name": "LOG_LEVEL", "value": "info"}, {"name": "GOMAXPROCS", "value": "8"}]
@@ -198,3 +199,12 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         yield w
     finally:
         stop()
+
+
+@pytest.fixture
+def prometheus() -> Iterator[FakePrometheus]:
+    fake = FakePrometheus(NAMESPACE)
+    try:
+        yield fake
+    finally:
+        fake.stop()

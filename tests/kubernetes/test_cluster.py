@@ -2,15 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
-
 import pytest
 
 from autotune.errors import ExperimentError, PrerequisiteError
@@ -22,6 +13,7 @@ from autotune.kubernetes.permissions import NEEDED
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector, render
 from autotune.metrics.prometheus import PrometheusSource
 from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 
 # --- validate_cluster -------------------------------------------------------------------------
 
@@ -118,79 +110,16 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
 
 # --- validate_live against a fake Prometheus --------------------------------------------------
 
-class _Prometheus(BaseHTTPRequestHandler):
-    """Answers instant queries by what they ask for; insists on the bearer token."""
-
-    token = "s3cr3t-token"
-    seen: list[str] = []
-    pods: list[str] = []
-    interval = "100ms"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        params = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        if self.headers.get("Authorization") != f"Bearer {self.token}":
-            return self._send(401, {"status": "error", "error": "unauthorized"})
-        if url.path == "/api/v1/targets":
-            return self._send(200, {"status": "success", "data": {"activeTargets": [
-                {"labels": {"namespace": NAMESPACE, "pod": pod, "job": "kubernetes-pods"},
-                 "scrapePool": "kubernetes-pods", "scrapeInterval": self.interval, "health": "up"}
-                for pod in self.pods]}})
-        query, at = params.get("query", ""), float(params.get("time", "0"))
-        self.seen.append(query)
-        self._send(200, {"status": "success", "data": {"resultType": "vector",
-                                                       "result": _answer(query, at)}})
-
-    def _send(self, code: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-def _answer(query: str, at: float) -> list[dict[str, Any]]:
-    def series(value: float, **labels: str) -> dict[str, Any]:
-        return {"metric": labels, "value": [at, str(value)]}
-
-    if "timestamp(up" in query:
-        return [series(at + 1)]
-    if "count by (pod)" in query:  # every pod of the candidate is scraped
-        pods = re.search(r'pod=~"([^"]*)"', query)
-        return [series(len(pods.group(1).split("|")) if pods else 0)]
-    if "http_request_duration_seconds" in query:
-        return [series(0.012)]
-    if "go_sched_pauses_total_gc_seconds" in query:
-        return [series(math.nan)]
-    return [series(0.5, pod="a"), series(0.6, pod="b")]
-
-
-@pytest.fixture
-def prometheus() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                     daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_validate_live_reports_nan_and_several_series(
-        world: World, prometheus: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROM_TOKEN", _Prometheus.token)
-    _Prometheus.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
-    exp = world.experiment(prometheus=prometheus, token_env="PROM_TOKEN")
+        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROM_TOKEN", TOKEN)
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
     problems = cluster.validate_live(exp)
     assert len(problems) == 1 and problems[0].startswith("metrics.gc_pause_p99: nan")
     pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
-    assert all(p in _Prometheus.seen[-1] for p in pods), "queries select the running pods"
-    assert not any(_Prometheus.token in p for p in problems)
+    assert all(p in prometheus.state.seen[-1] for p in pods), "queries select the running pods"
+    assert not any(TOKEN in p for p in problems)
 
     metrics = {"p99_latency": "sum(rate(go_cpu_classes_idle_cpu_seconds_total{ {{selector}} }"
                               "[{{window}}])) by (pod)"}
@@ -200,12 +129,12 @@ def test_validate_live_reports_nan_and_several_series(
 
 
 def test_validate_live_reads_the_real_scrape_interval(
-        world: World, prometheus: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 9.1: the experiment assumes 1 s; the cluster's Prometheus scrapes every 15 s."""
-    monkeypatch.setenv("PROM_TOKEN", _Prometheus.token)
-    monkeypatch.setattr(_Prometheus, "interval", "15s")
-    _Prometheus.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
-    exp = world.experiment(prometheus=prometheus, token_env="PROM_TOKEN")
+    monkeypatch.setenv("PROM_TOKEN", TOKEN)
+    prometheus.state.interval = "15s"
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
     metrics = {"p99_latency": "max(http_request_duration_seconds{ {{selector}} })"}
     exp = exp.model_copy(update={"metrics": metrics, "constraints": ()})
     [problem] = cluster.validate_live(exp)

@@ -19,6 +19,7 @@ from autotune.kubernetes.objects import PODS, Selection
 from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
 from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import EXPERIMENT, NAMESPACE, ORIGINAL_ENV, World
+from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
 
 CANDIDATE = {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"}
@@ -167,12 +168,13 @@ def test_a_trial_survives_broken_watches(world: World, fault: str) -> None:
 
 # --- 12. exit codes ----------------------------------------------------------------------------
 
-def _cli_run(world: World, monkeypatch: pytest.MonkeyPatch) -> int:
+def _cli_run(world: World, monkeypatch: pytest.MonkeyPatch, prometheus: FakePrometheus) -> int:
     monkeypatch.chdir(world.tmp)
+    monkeypatch.setenv("PROM_TOKEN", TOKEN)
     path = Path(world.tmp / "exp.yaml")
     path.write_text(EXPERIMENT.format(
         kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
-        pattern="{every: 0.2s, burst: 0.1s}", prometheus="http://127.0.0.1:9", token_env="null"))
+        pattern="{every: 0.2s, burst: 0.1s}", prometheus=prometheus.url, token_env="PROM_TOKEN"))
     return main(["run", str(path), "--plain", "--no-confirm"])
 
 
@@ -183,14 +185,14 @@ def _cli_run(world: World, monkeypatch: pytest.MonkeyPatch) -> int:
 ])
 def test_environment_problems_exit_1_with_the_message(
         world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        broken: str, message: str) -> None:
+        prometheus: FakePrometheus, broken: str, message: str) -> None:
     if broken == "deployment":
         world.fake.objects.pop(("deployments", NAMESPACE, "api"))
     elif broken == "rbac":
         world.fake.denied.add(("list", "stresschaos"))
     else:
         world.fake.crd_installed = False
-    assert _cli_run(world, monkeypatch) == 1
+    assert _cli_run(world, monkeypatch, prometheus) == 1
     out = capsys.readouterr()
     assert re.search(message, out.out + out.err), out
     assert "internal error" not in out.out + out.err
