@@ -160,9 +160,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from autotune.kubernetes import stack as cluster
 
-    problems = cluster.validate_cluster(exp, context=args.context) if args.cluster else []
+    warnings: list[str] = []
+    problems = (cluster.validate_cluster(exp, context=args.context, warnings=warnings)
+                if args.cluster else [])
     if args.live:
         problems += cluster.validate_live(exp, context=args.context)
+    for warning in warnings:
+        print(f"  warning: {warning}", file=sys.stderr)
     for problem in problems:
         print(f"  {problem}", file=sys.stderr)
     checked = " and ".join(x for x, on in (("cluster", args.cluster), ("metrics", args.live)) if on)

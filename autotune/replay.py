@@ -190,9 +190,10 @@ class ReplayService:
         return Live(env=dict(env), since=r.clock.now(), scope=(Matcher("job", "replay"),),
                     details={"generation": r.generation, "configuration": r.label(env)})
 
-    def check(self, live: Live) -> None:
+    def check(self, live: Live) -> Mapping[str, Any]:
         if live.details.get("generation") != self.replay.generation:
             raise TargetError("the replayed service was reconfigured during the window")
+        return {}
 
     def restore(self, best: Env | None = None) -> None:
         self.replay.applied = None

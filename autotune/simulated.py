@@ -122,10 +122,11 @@ class SimulatedService:
                     placement={"world": str(self.world.path)},
                     details={"generation": self._generation})
 
-    def check(self, live: Live) -> None:
+    def check(self, live: Live) -> Mapping[str, Any]:
         applied = self.world.load().get("applied") or {}
         if applied.get("generation") != live.details.get("generation"):
             raise TargetError("the simulated service was reconfigured during the window")
+        return {}
 
     def restore(self, best: Env | None = None) -> None:
         self.world.update(applied=None)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import reprlib
+import stat
 from functools import cache
 from pathlib import Path
 from types import NoneType, UnionType
@@ -28,7 +31,7 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
         if key in seen:
             mark = key_node.start_mark
             raise ExperimentError(
-                [f"line {mark.line + 1}, column {mark.column + 1}: duplicate key {key!r}"]
+                [f"line {mark.line + 1}, column {mark.column + 1}: duplicate key {_short(key)}"]
             )
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
@@ -39,6 +42,19 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
+MAX_FILE_BYTES = 1 << 20
+"""An experiment file is a few kilobytes. A larger one is refused before it is parsed: PyYAML's
+pure-Python loader needs minutes and gigabytes for tens of megabytes."""
+
+MAX_VALUES = 100_000
+"""Values (scalars and collections) a document may stand for, each use of an alias counted in
+full: a "billion laughs" file (aliases of aliases) is refused before anything is built from it,
+since everything downstream (validation, error messages) walks the expanded values."""
+
+MAX_DEPTH = 50
+"""Nesting levels; an experiment needs fewer than ten."""
+
+
 def file_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -47,9 +63,19 @@ def load_experiment(path: str | Path) -> tuple[Experiment, str]:
     """Return the experiment and the hash of the file's text (recorded in every trial)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            # Never more than the limit: the path may be a huge file, or /dev/zero.
+            data = f.read(MAX_FILE_BYTES + 1)
+            size = os.fstat(f.fileno())
     except OSError as e:
         raise ExperimentError([f"cannot read the file: {e.strerror or e}"], str(path)) from None
+    if len(data) > MAX_FILE_BYTES:
+        what = (f"{size.st_size / 1e6:.1f} MB" if stat.S_ISREG(size.st_mode)
+                else "more than that")
+        raise ExperimentError([f"the file is too large for an experiment file ({what}; at most "
+                               f"{MAX_FILE_BYTES // 1024} KiB)"], str(path))
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ExperimentError(["not a UTF-8 text file"], str(path)) from None
     try:
@@ -59,14 +85,20 @@ def load_experiment(path: str | Path) -> tuple[Experiment, str]:
 
 
 def parse_experiment(text: str) -> Experiment:
+    if len(text) > MAX_FILE_BYTES:
+        raise ExperimentError([f"the text is too large for an experiment file ({len(text)} "
+                               f"characters; at most {MAX_FILE_BYTES // 1024} KiB)"])
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+        raw = _load_yaml(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ExperimentError([f"{where}YAML syntax error: {e.problem}"]) from None
     except yaml.YAMLError as e:
         raise ExperimentError([f"YAML error: {e}"]) from None
+    except RecursionError:
+        raise ExperimentError([f"the YAML is nested too deeply (at most {MAX_DEPTH} levels)"]) \
+            from None
     if raw is None:
         raise ExperimentError(["the file is empty (expected a mapping with name, target, ...)"])
     if not isinstance(raw, dict):
@@ -81,6 +113,59 @@ def parse_experiment(text: str) -> Experiment:
     if problems:
         raise ExperimentError(problems)
     return exp
+
+
+def _load_yaml(text: str) -> Any:
+    """``yaml.load`` with our loader, refusing a document too large or too deep once its
+    aliases are expanded (checked on the composed nodes, where an alias is one shared node)."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _measure(node, "", {}, set(), 0)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _measure(node: yaml.Node, path: str, sizes: dict[int, int], open_: set[int],
+             depth: int) -> int:
+    """How many values ``node`` stands for, aliases expanded; raises ``ExperimentError`` naming
+    the path of the first node that is too large, too deep or contains itself."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+
+    def refuse(problem: str) -> ExperimentError:
+        mark = node.start_mark
+        return ExperimentError([f"{path or '(top level)'}: {problem} (line {mark.line + 1}, "
+                                f"column {mark.column + 1})"])
+
+    if key in open_:
+        raise refuse("a YAML alias refers to a collection that contains it")
+    if depth > MAX_DEPTH:
+        raise refuse(f"nested deeper than {MAX_DEPTH} levels")
+    open_.add(key)
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            name = k.value if isinstance(k, yaml.ScalarNode) else "?"
+            total += _measure(k, path, sizes, open_, depth + 1)
+            total += _measure(v, _join(path, name), sizes, open_, depth + 1)
+            if total > MAX_VALUES:
+                break
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            total += _measure(v, f"{path}[{i}]", sizes, open_, depth + 1)
+            if total > MAX_VALUES:
+                break
+    open_.discard(key)
+    if total > MAX_VALUES:
+        raise refuse(f"expands to more than {MAX_VALUES} values through YAML aliases "
+                     "(anchors used inside anchors?)")
+    sizes[key] = total
+    return total
 
 
 # A pydantic error location is a walk through the models: a field name inside a model, an index
@@ -160,6 +245,16 @@ def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
     return {f.alias or name: f for name, f in model.model_fields.items()}
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 2, 5, 5, 5
+_SHORT.maxstring = _SHORT.maxother = 80
+
+
+def _short(value: Any) -> str:
+    """A repr fit for a message: bounded, however large or nested the value."""
+    return _SHORT.repr(value)
+
+
 def _message(err: Any) -> str:
     kind, ctx = err["type"], err.get("ctx", {})
     if kind == "extra_forbidden":
@@ -172,14 +267,14 @@ def _message(err: Any) -> str:
         bound = next(iter(ctx.values()))
         return f"must be {op} {bound}"
     if kind == "string_pattern_mismatch":
-        return f"{err['input']!r} does not match {ctx.get('pattern')}"
+        return f"{_short(err['input'])} does not match {ctx.get('pattern')}"
     if kind == "too_short":
         return f"must have at least {ctx.get('min_length')} item(s)"
     if kind == "literal_error":
-        return f"{err['input']!r} is not one of {ctx.get('expected')}"
+        return f"{_short(err['input'])} is not one of {ctx.get('expected')}"
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
-    return f"{err['msg'].lower()} (got {err['input']!r})" if "input" in err else err["msg"]
+    return f"{err['msg'].lower()} (got {_short(err['input'])})" if "input" in err else err["msg"]
 
 
 def format_validation_error(e: ValidationError) -> list[str]:
@@ -188,7 +283,7 @@ def format_validation_error(e: ValidationError) -> list[str]:
         path, is_key = _locate(err["loc"], Experiment)
         message = _message(err)
         if is_key:
-            message = (f"a key must be text (got {err['input']!r}; quote it)"
+            message = (f"a key must be text (got {_short(err['input'])}; quote it)"
                        if err["type"] == "string_type" else f"key: {message}")
         by_path.setdefault(path, []).append(message)
     lines = []

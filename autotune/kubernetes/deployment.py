@@ -33,6 +33,7 @@ from autotune.experiment import models
 from autotune.kubernetes.client import Kube
 from autotune.kubernetes.errors import ApiError, TargetProblem, reraise_as
 from autotune.kubernetes.objects import (
+    AUTOSCALERS,
     DEPLOYMENTS,
     ORIGINAL_ENV_ANNOTATION,
     POD_TEMPLATE_HASH,
@@ -274,7 +275,26 @@ class KubernetesTarget:
             "env": {v: _shown(env.get(v)) for v in self.variables},
             "gomaxprocs_default": gomaxprocs_note(limit, _value(env.get("GOMAXPROCS"))),
             "on_finish": self.spec.on_finish,
+            "autoscaler": self.autoscaler(),
+            "replica_changes": REPLICA_CHANGES,
         }
+
+    def autoscaler(self) -> dict[str, Any] | None:
+        """The HorizontalPodAutoscaler that scales this Deployment, if any (its bounds and
+        metrics), found the way the HPA controller resolves ``scaleTargetRef``."""
+        with reraise_as(TargetError):
+            items, _ = self.kube.list(Selection(AUTOSCALERS, self.spec.namespace))
+        for hpa in items:
+            ref = hpa.get("spec", {}).get("scaleTargetRef") or {}
+            if ref.get("kind") == "Deployment" and ref.get("name") == self.spec.deployment:
+                spec = hpa["spec"]
+                metrics = [m.get("resource", {}).get("name") or m.get("type")
+                           for m in spec.get("metrics") or []]
+                return {"name": hpa["metadata"]["name"],
+                        "min_replicas": int(spec.get("minReplicas", 1)),
+                        "max_replicas": int(spec.get("maxReplicas", 1)),
+                        "metrics": [str(m) for m in metrics]}
+        return None
 
     def apply(self, env: Env) -> Live:
         unknown = sorted(set(env) - set(self.variables))
@@ -297,7 +317,7 @@ class KubernetesTarget:
             self._verify_env(pods, env)
             return self._live(patched, new, pods, env)
 
-    def check(self, live: Live) -> None:
+    def check(self, live: Live) -> Mapping[str, Any]:
         placement = _placement(live)
         with reraise_as(TargetError):
             items, _ = self.kube.list(self._pods(placement.selector))
@@ -306,7 +326,7 @@ class KubernetesTarget:
                and p.get("metadata", {}).get("labels", {}).get(POD_TEMPLATE_HASH)
                == placement.pod_template_hash}
         changes = [f"pod {n} is gone" for n in sorted(before.keys() - now.keys())]
-        changes += [f"new pod {n}" for n in sorted(now.keys() - before.keys())]
+        added = sorted(now.keys() - before.keys())
         for name in sorted(before.keys() & now.keys()):
             status = container_status(now[name], self.spec.container)
             old = before[name]
@@ -319,6 +339,11 @@ class KubernetesTarget:
             raise TargetError(f"{self.where} changed during the measurement ("
                               f"{'; '.join(changes)}): the stress may have stopped, so the "
                               "window is discarded")
+        if not added:
+            return {}
+        log.warning("%s scaled up during the window (new pods %s): measured per pod, over the "
+                    "pods present when the window started", self.where, ", ".join(added))
+        return {"scaled_up": added, "measured_pods": sorted(before)}
 
     def restore(self, best: Env | None = None) -> None:
         """Put the original env back, unless ``on_finish`` says to leave the last candidate or
@@ -575,6 +600,13 @@ class KubernetesTarget:
                      "gomaxprocs_default": gomaxprocs_note(cpu_limit, env.get("GOMAXPROCS")),
                      "pods": details_pods},
         )
+
+
+REPLICA_CHANGES = (
+    "measured per pod: each window's queries select the pods present when it started, which "
+    "are the pods the StressChaos stressed; pods an autoscaler adds during a window are recorded "
+    "with the trial (changes.scaled_up) and not measured. A scale-up moves load off the measured "
+    "pods: pin the HPA (minReplicas = maxReplicas) for the study when trials must see equal load")
 
 
 def unusable_reason(dep: Obj) -> str | None:

@@ -41,6 +41,7 @@ DEPLOYMENTS = Kind("apps", "v1", "deployments", "Deployment")
 REPLICASETS = Kind("apps", "v1", "replicasets", "ReplicaSet")
 PODS = Kind("", "v1", "pods", "Pod")
 EVENTS = Kind("", "v1", "events", "Event")
+AUTOSCALERS = Kind("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 STRESSCHAOS = Kind("chaos-mesh.org", "v1alpha1", "stresschaos", "StressChaos")
 ACCESS_REVIEWS = Kind("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                       "SelfSubjectAccessReview")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from autotune.kubernetes.objects import (
     ACCESS_REVIEWS,
+    AUTOSCALERS,
     DEPLOYMENTS,
     EVENTS,
     PODS,
@@ -36,6 +37,7 @@ NEEDED: tuple[Permission, ...] = (
     Permission("list", REPLICASETS, "KubernetesTarget._replicasets: the rollout's new one"),
     Permission("list", PODS, "Kube.wait for the new pods, KubernetesTarget.check"),
     Permission("watch", PODS, "Kube.wait for the new pods"),
+    Permission("list", AUTOSCALERS, "KubernetesTarget.autoscaler: an HPA scaling the Deployment"),
     Permission("list", EVENTS, "ChaosMeshInjector._warnings: Chaos Mesh's Failed events"),
     Permission("create", STRESSCHAOS, "ChaosMeshInjector.inject and dry_run"),
     Permission("get", STRESSCHAOS, "ChaosMeshInjector._is_ours after a retried create (409)"),

@@ -87,8 +87,10 @@ def _source(exp: Experiment, clock: Clock, target: DeploymentTarget) -> Promethe
 
 # --- validate: can this cluster run the experiment? -----------------------------------------
 
-def validate_cluster(exp: Experiment, context: str | None = None) -> list[str]:
-    """Problems that would stop a run (empty: none). Changes nothing in the cluster."""
+def validate_cluster(exp: Experiment, context: str | None = None,
+                     warnings: list[str] | None = None) -> list[str]:
+    """Problems that would stop a run (empty: none); what deserves attention but does not stop
+    it is appended to ``warnings``. Changes nothing in the cluster."""
     clock = SystemClock()
     try:
         kube = _kube(exp, clock, context)
@@ -102,6 +104,13 @@ def validate_cluster(exp: Experiment, context: str | None = None) -> list[str]:
     except AutotuneError as e:
         return [*problems, str(e)]
     log.info("target: %s", facts)
+    hpa = facts.get("autoscaler")
+    if hpa and warnings is not None:
+        warnings.append(
+            f"HorizontalPodAutoscaler {hpa['name']} scales {target.where} "
+            f"({hpa['min_replicas']}..{hpa['max_replicas']} replicas on "
+            f"{', '.join(hpa['metrics']) or 'its metrics'}); the stress will make a CPU HPA "
+            f"scale up. Trials are {facts['replica_changes']}")
     unusable = target.usable()
     if unusable is not None:
         problems.append(unusable)

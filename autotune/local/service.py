@@ -368,7 +368,7 @@ class LocalService:
 
     # --- the rest of the protocol ----------------------------------------------------------
 
-    def check(self, live: Live) -> None:
+    def check(self, live: Live) -> Mapping[str, Any]:
         if self.generation != live.details.get("generation"):
             raise TargetError("the service was restarted with other settings during the window")
         if self.service is None or not self.service.running():
@@ -377,6 +377,7 @@ class LocalService:
                               f"last output:\n{self.service.tail() if self.service else ''}")
         if self.loadgen is None or not self.loadgen.running():
             raise TargetError("the load generator exited during the window")
+        return {}
 
     def _stop_children(self) -> None:
         running = [p for p in (self.loadgen, self.service) if p is not None]

@@ -120,7 +120,9 @@ def _measure_guarded(
     tries = 1 + (guard.retries if probe is not None else 0)
     for attempt in range(tries):
         window, foreign = _stressed_window(exp, b, live, clock, labels, record, phases, probe)
-        b.target.check(live)
+        changes = b.target.check(live)
+        if changes:
+            record.setdefault("changes", []).append(dict(changes))
         attempts.append({"window": [window.start, window.end],
                          "foreign_cores": None if foreign is None else round(foreign, 3)})
         if foreign is None or foreign <= guard.max_foreign_cores:

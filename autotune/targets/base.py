@@ -7,7 +7,9 @@ Contract (checked by tests/contract/test_target_contract.py for every implementa
   alone). Raises ``TargetError`` if it does not become live in time; the target is then left in a
   state ``restore()`` can undo.
 - ``check(live)`` raises ``TargetError`` if the service restarted or changed since ``apply``
-  (a measurement spanning a restart is not a measurement).
+  (a measurement spanning a restart is not a measurement). It returns facts to record with the
+  trial about changes that do not spoil the window (pods an autoscaler added, which the window's
+  queries do not select); empty when nothing changed.
 - ``restore(best)`` puts the target back as it was found and is idempotent; it runs in
   ``finally``. ``best`` is the study's best feasible candidate (or None); a target configured to
   keep the best (Kubernetes ``on_finish: best``) applies it instead, the others ignore it.
@@ -39,7 +41,7 @@ class Target(Protocol):
 
     def apply(self, env: Env) -> Live: ...
 
-    def check(self, live: Live) -> None: ...
+    def check(self, live: Live) -> Mapping[str, Any]: ...
 
     def restore(self, best: Env | None = None) -> None: ...
 

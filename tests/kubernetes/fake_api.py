@@ -14,6 +14,8 @@ What it serves (namespaced paths of the real API):
   ``rollout = "never"`` leaves every rollout stuck; ``stuck_when(env)`` only some (a candidate
   whose pods crash-loop).
 - ``pods`` and ``events`` (v1): list and watch with label and field selectors.
+- ``horizontalpodautoscalers`` (autoscaling/v2): list; ``add_hpa`` adds a CPU HPA whose
+  controller scales the Deployment up by one replica shortly after stress lands on its pods.
 - ``stresschaos`` (chaos-mesh.org/v1alpha1): create (validated against the CRD's schema; unknown
   fields are 400 with ``fieldValidation=Strict`` and silently pruned otherwise), get, list,
   watch, delete; a simulated Chaos Mesh selects pods by the selector, adds the
@@ -61,6 +63,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "pods": ("", "v1", "Pod"),
     "events": ("", "v1", "Event"),
     "stresschaos": ("chaos-mesh.org", "v1alpha1", "StressChaos"),
+    "horizontalpodautoscalers": ("autoscaling", "v2", "HorizontalPodAutoscaler"),
 }
 USER = "system:serviceaccount:autotune:autotune"
 FINALIZER = "chaos-mesh/records"
@@ -119,6 +122,8 @@ class FakeCluster:
     (cancelling stress-ng fails: records stay Injected, no requeue, the finalizer stays)."""
     progress_deadline: float | None = None
     """Seconds after which a stuck rollout gets Progressing=False ProgressDeadlineExceeded."""
+    hpa_delay: float = 0.0
+    """Seconds between stress landing on a Deployment's pods and its HPA scaling it up."""
     pod_start_delay: float = 0.0
     """New pods of a rollout stay Pending (not Ready) this long."""
     """Seconds after which a stuck rollout gets Progressing=False ProgressDeadlineExceeded."""
@@ -298,6 +303,42 @@ class FakeCluster:
                 s["restartCount"] += 1
                 s["containerID"] = _container_id()
             self._store("pods", pod, "MODIFIED")
+
+    def add_hpa(self, namespace: str, deployment: str, *, min_replicas: int = 1,
+                max_replicas: int = 5) -> Obj:
+        """A CPU HorizontalPodAutoscaler on ``deployment``. Like the HPA controller
+        (kubernetes pkg/controller/podautoscaler/horizontal.go: desired = ceil(current x
+        utilization / target), written through the scale subresource, which bumps the
+        Deployment's generation), it scales up once the pods' CPU rises: here ``hpa_delay`` s after
+        a StressChaos is injected into them, by one replica, up to ``max_replicas``."""
+        hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+               "metadata": {"name": deployment, "namespace": namespace},
+               "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                           "name": deployment},
+                        "minReplicas": min_replicas, "maxReplicas": max_replicas,
+                        "metrics": [{"type": "Resource", "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": 70}}}]},
+               "status": {}}
+        with self.cond:
+            return self._store("horizontalpodautoscalers", hpa, "ADDED")
+
+    def _autoscale(self, namespace: str, stressed: list[str]) -> None:
+        for hpa in self.items("horizontalpodautoscalers", namespace):
+            spec = hpa["spec"]
+            name = spec["scaleTargetRef"]["name"]
+            pods = {p["metadata"]["name"] for p in self.pods_of(namespace, name)}
+            dep = self.objects.get(("deployments", namespace, name))
+            if dep is None or not pods & set(stressed):
+                continue
+            replicas = min(spec["maxReplicas"], int(dep["spec"]["replicas"]) + 1)
+            if replicas <= int(dep["spec"]["replicas"]):
+                continue
+            if self.hpa_delay <= 0:  # in the same instant as the injection (deterministic)
+                self.scale(namespace, name, replicas)
+            else:
+                self._later(self.hpa_delay, functools.partial(self.scale, namespace, name,
+                                                              replicas))
 
     def add_pod(self, namespace: str, name: str, labels: dict[str, str], *,
                 phase: str = "Running", reason: str | None = None,
@@ -849,6 +890,14 @@ class FakeCluster:
 
     def _select(self, obj: Obj) -> list[Obj]:
         selector = obj["spec"]["selector"]
+        if selector.get("pods"):
+            # pkg/selector/pod/selector.go selectSpecifiedPods: named pods as they are (no
+            # other selector applies), missing ones skipped, only the object's namespace
+            # (namespace-scoped mode).
+            own = obj["metadata"]["namespace"]
+            return [pod for ns, names in selector["pods"].items() if ns == own
+                    for name in names
+                    if (pod := self.objects.get(("pods", ns, name))) is not None]
         labels = selector.get("labelSelectors") or {}
         phases = selector.get("podPhaseSelectors") or []
         chosen = []
@@ -878,6 +927,7 @@ class FakeCluster:
         pods = sorted(r["id"].split("/")[1] for r in records)
         self.injected.append(Injected(name, pods, obj["spec"]["stressors"]["cpu"]["workers"],
                                       time.time()))
+        self._autoscale(namespace, pods)
 
     def _chaos_recover(self, namespace: str, name: str) -> None:
         obj = self.objects.get(("stresschaos", namespace, name))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jsonschema
@@ -53,15 +52,6 @@ def test_render_golden() -> None:
     check_golden("stresschaos.yaml", manifest)
 
 
-def test_render_golden_with_expression_selector() -> None:
-    placement = dataclasses.replace(PLACEMENT, pod_expressions=(
-        {"key": "track", "operator": "In", "values": ["stable"]},))
-    manifest = render(name="autotune-api-test-t7-0123abcd", placement=placement,
-                      stress=Stress(workers=1, load=30), duration=75.2, labels=LABELS)
-    assert_valid(manifest)
-    check_golden("stresschaos-expressions.yaml", manifest)
-
-
 def test_tightened_schema_catches_what_the_server_would_prune() -> None:
     manifest = render(name="x", placement=PLACEMENT, stress=STRESS, duration=20, labels=LABELS)
     manifest["spec"]["stressors"]["cpu"]["cpuLoad"] = 50
@@ -107,9 +97,7 @@ def test_inject_creates_one_valid_object_and_waits_until_injected(world: World) 
     spec = created["spec"]
     assert spec["mode"] == "all" and spec["containerNames"] == ["api"]
     assert isinstance(live.placement, PodPlacement) and live.placement.pod_template_hash
-    assert spec["selector"] == {"namespaces": [NAMESPACE], "podPhaseSelectors": ["Running"],
-                                "labelSelectors": {"app": "api", "pod-template-hash":
-                                                   live.placement.pod_template_hash}}
+    assert spec["selector"] == {"pods": {NAMESPACE: sorted(live.placement.pods)}}
     assert spec["duration"] == "20s" and spec["stressors"] == {"cpu": {"workers": 4, "load": 100}}
     assert created["metadata"]["labels"] == LABELS
     [post] = [r for r in world.fake.requests if r.method == "POST" and "stresschaos" in r.path]
@@ -191,12 +179,14 @@ def test_stray_pod_with_the_same_labels_is_not_stressed(world: World) -> None:
     assert "api-by-hand" not in world.fake.injected[-1].pods
 
 
-def test_a_pod_the_selector_catches_besides_the_candidate_is_detected(world: World) -> None:
+def test_a_foreign_pod_with_the_same_labels_is_never_stressed(world: World) -> None:
     live = _live(world)
     [pod] = world.fake.pods_of(NAMESPACE, "api")[:1]
     world.fake.add_pod(NAMESPACE, "api-by-hand", dict(pod["metadata"]["labels"]))
-    with pytest.raises(ChaosError, match=r"stressed pods .*api-by-hand.* but the candidate runs"):
-        world.injector().inject(live, STRESS, 20, LABELS)
+    injection = world.injector().inject(live, STRESS, 20, LABELS)
+    assert isinstance(live.placement, PodPlacement)
+    assert [i.pods for i in world.fake.injected] == [sorted(live.placement.pods)]
+    world.injector().recover(injection)
     assert world.chaos_left() == []
 
 

@@ -263,3 +263,34 @@ def test_the_next_start_explains_what_to_do_instead_of_crashing(world: World) ->
     assert isinstance(outcome, StressNotRecovered | StudyError), outcome
     assert outcome.exit_code == 1 and records == before, "no trial started"
     assert "kubectl -n shop delete pod api-" in str(outcome) and "cleanFinalizer" in str(outcome)
+
+
+# --- 3. an HPA scales the Deployment up under the stress ---------------------------------------
+
+def test_an_hpa_scale_up_is_measured_per_pod_and_reported(world: World) -> None:
+    world.fake.add_hpa(NAMESPACE, "api", min_replicas=2, max_replicas=4)
+    exp = world.experiment(trials=1, stop_after=1)
+    warnings: list[str] = []
+    assert stack.validate_cluster(exp, warnings=warnings) == []
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "HorizontalPodAutoscaler api scales Deployment shop/api (2..4 replicas on cpu)")
+    assert "measured per pod" in warnings[0]
+
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert [r["state"] for r in records] == ["COMPLETE", "COMPLETE"], records[-1].get("failure")
+    first, second = records
+    [change] = first["changes"]  # each burst of the pattern made the HPA add a pod
+    measured = [p["name"] for p in first["live"]["pods"]]
+    assert change["measured_pods"] == measured and len(change["scaled_up"]) == 2
+    assert not set(change["scaled_up"]) & set(measured)
+    query = first["queries"]["p99_latency"]
+    assert all(p in query for p in measured)
+    assert not any(p in query for p in change["scaled_up"])
+    stressed = [set(i.pods) for i in world.fake.injected]
+    assert all(pods == set(measured) for pods in stressed[:2]), "new pods are never stressed"
+    assert "changes" not in second and len(second["live"]["pods"]) == 4  # at maxReplicas
+    world.assert_pristine()
+    described = world.target(exp).describe()
+    assert described["autoscaler"] == {"name": "api", "min_replicas": 2, "max_replicas": 4,
+                                       "metrics": ["cpu"]}

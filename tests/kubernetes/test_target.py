@@ -8,6 +8,7 @@ import pytest
 
 from autotune.errors import TargetError
 from autotune.kubernetes.deployment import (
+    REPLICA_CHANGES,
     Original,
     any_of,
     cpu_cores,
@@ -190,7 +191,7 @@ def test_describe(world: World) -> None:
         "replicas": 2, "image": "example/api:1.0", "cpu_limit": "1", "cpu_request": "500m",
         "env": {"GOMAXPROCS": "8", "FORCEGC_INTERVAL_MS": None},
         "gomaxprocs_default": "GOMAXPROCS=8 is set in the Deployment: the runtime uses it",
-        "on_finish": "restore",
+        "on_finish": "restore", "autoscaler": None, "replica_changes": REPLICA_CHANGES,
     }
 
 

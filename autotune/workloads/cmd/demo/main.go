@@ -14,6 +14,7 @@
 //	DEMO_WORK_ITERS     overrides DEMO_WORK_US with a raw sha256 iteration count
 //	DEMO_ALLOC_KB       garbage allocated per request  (default 1024)
 //	FORCEGC_INTERVAL_MS runtime.GC() every N ms; 0/unset = off
+//	DEBUG_PPROF         1 = serve net/http/pprof under /debug/pprof/ (default off)
 //	GOMAXPROCS, GOGC, GOMEMLIMIT: honoured natively by the Go runtime.
 //
 // The defaults were chosen by measurement (see the workloads README): at
@@ -67,6 +68,7 @@ type config struct {
 	workIters       int // 0 = derive from workUS by calibration
 	allocKB         int
 	forceGCInterval time.Duration
+	debugPprof      bool
 }
 
 func envInt(name string, def int) (int, error) {
@@ -101,6 +103,9 @@ func loadConfig() (config, error) {
 		}
 	}
 	c.forceGCInterval = time.Duration(ms) * time.Millisecond
+	if c.debugPprof, err = envDebugPprof(); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -328,6 +333,18 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	pw.Respond(w)
 }
 
+func (s *server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.handleWork)
+	mux.HandleFunc("GET /work", s.handleWork)
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	if s.cfg.debugPprof {
+		registerPprof(mux)
+	}
+	return mux
+}
+
 func checkLoopback(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -382,13 +399,8 @@ func main() {
 		log.Printf("listen: %v", err)
 		os.Exit(1)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.handleWork)
-	mux.HandleFunc("GET /work", s.handleWork)
-	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -396,9 +408,10 @@ func main() {
 	ctx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
 
-	log.Printf("listening on %s; GOMAXPROCS=%d GOGC=%q GOMEMLIMIT=%q live_heap_mb=%d work_us=%d (iters=%d, %.0f ns/iter) alloc_kb=%d forcegc=%v",
+	log.Printf("listening on %s; GOMAXPROCS=%d GOGC=%q GOMEMLIMIT=%q live_heap_mb=%d work_us=%d (iters=%d, %.0f ns/iter) alloc_kb=%d forcegc=%v pprof=%v",
 		ln.Addr(), runtime.GOMAXPROCS(0), os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"),
-		cfg.liveHeapMB, cfg.workUS, s.workIters, s.nsPerIter, cfg.allocKB, cfg.forceGCInterval)
+		cfg.liveHeapMB, cfg.workUS, s.workIters, s.nsPerIter, cfg.allocKB, cfg.forceGCInterval,
+		cfg.debugPprof)
 
 	go func() {
 		t0 := time.Now()

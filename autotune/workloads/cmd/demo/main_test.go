@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -97,5 +99,99 @@ func TestMetricsExposition(t *testing.T) {
 			}
 			prev = v
 		}
+	}
+}
+
+func TestDebugPprofEnv(t *testing.T) {
+	for value, want := range map[string]bool{"": false, "0": false, "1": true} {
+		t.Setenv("DEBUG_PPROF", value)
+		c, err := loadConfig()
+		if err != nil || c.debugPprof != want {
+			t.Errorf("DEBUG_PPROF=%q: debugPprof=%v err=%v, want %v", value, c.debugPprof, err, want)
+		}
+	}
+	for _, bad := range []string{"yes", "true", "2", " 1"} {
+		t.Setenv("DEBUG_PPROF", bad)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "DEBUG_PPROF") {
+			t.Errorf("DEBUG_PPROF=%q: err=%v, want a DEBUG_PPROF error", bad, err)
+		}
+	}
+}
+
+func fetch(url string) (int, []byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	code, body, err := fetch(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return code, body
+}
+
+func TestPprofOnlyWhenEnabled(t *testing.T) {
+	newServer := func(on bool) *httptest.Server {
+		s := &server{cfg: config{debugPprof: on}, latency: prom.NewHistogram(prom.RenardBounds(-4, 1)),
+			runtime: newRuntimeCollector(), workIters: 10}
+		s.heap.Store(buildLiveHeap(1))
+		srv := httptest.NewServer(s.routes())
+		t.Cleanup(srv.Close)
+		return srv
+	}
+
+	off := newServer(false)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/profile?seconds=1",
+		"/debug/pprof/trace?seconds=0.1", "/debug/pprof/goroutine"} {
+		if code, _ := get(t, off.URL+path); code != http.StatusNotFound {
+			t.Errorf("pprof off: %s answered %d, want 404", path, code)
+		}
+	}
+	if code, _ := get(t, off.URL+"/metrics"); code != http.StatusOK {
+		t.Errorf("pprof off: /metrics answered %d", code)
+	}
+
+	on := newServer(true)
+	if code, body := get(t, on.URL+"/debug/pprof/"); code != http.StatusOK ||
+		!bytes.Contains(body, []byte("profile")) {
+		t.Errorf("pprof on: index answered %d: %.200s", code, body)
+	}
+	if code, body := get(t, on.URL+"/debug/pprof/goroutine?debug=1"); code != http.StatusOK ||
+		!bytes.Contains(body, []byte("goroutine profile")) {
+		t.Errorf("pprof on: goroutine answered %d: %.200s", code, body)
+	}
+	// The trace and the CPU profile block for their duration; run them together, as
+	// autotune's capture does.
+	// (t.Fatal may not be called from these goroutines: errors travel in the result.)
+	type result struct {
+		code int
+		body []byte
+		err  error
+	}
+	trace, cpu := make(chan result, 1), make(chan result, 1)
+	go func() {
+		code, body, err := fetch(on.URL + "/debug/pprof/trace?seconds=0.3")
+		trace <- result{code, body, err}
+	}()
+	go func() {
+		code, body, err := fetch(on.URL + "/debug/pprof/profile?seconds=1")
+		cpu <- result{code, body, err}
+	}()
+	for i := 0; i < 50; i++ { // some work for the trace and the profile to see
+		rec := httptest.NewRecorder()
+		on.Config.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	}
+	if r := <-trace; r.err != nil || r.code != http.StatusOK || !bytes.HasPrefix(r.body, []byte("go 1.")) {
+		t.Errorf("trace: %d %v, %q...", r.code, r.err, r.body[:min(len(r.body), 16)])
+	}
+	if r := <-cpu; r.err != nil || r.code != http.StatusOK || !bytes.HasPrefix(r.body, []byte{0x1f, 0x8b}) {
+		t.Errorf("profile: %d %v, %q...", r.code, r.err, r.body[:min(len(r.body), 16)])
 	}
 }

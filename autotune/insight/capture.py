@@ -1,0 +1,161 @@
+"""Capture a Go execution trace and a CPU profile from a running service's ``net/http/pprof``.
+
+The two endpoints block for the capture's duration (``/debug/pprof/trace?seconds=N`` streams the
+trace as it is recorded, ``/debug/pprof/profile?seconds=N`` answers at the end), so both are
+requested at once: they then cover the same N seconds of the service's life. Each file is
+written under a temporary name and renamed when complete, so a file with the final name is a
+whole capture.
+
+The response is checked before it is kept: a service with a catch-all route answers 200 to any
+path, and a trace viewer's error on an HTML page is a poor reason to give a user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shlex
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import requests
+
+from autotune.errors import MetricsError
+
+Kind = Literal["trace", "cpu"]
+
+# What to add to a Go service that does not serve net/http/pprof; shown with a 404.
+HOW_TO_EXPOSE = (
+    'import "net/http/pprof"  // then, on the mux the service serves:\n'
+    '    mux.HandleFunc("/debug/pprof/", pprof.Index)\n'
+    '    mux.HandleFunc("/debug/pprof/profile", pprof.Profile)\n'
+    '    mux.HandleFunc("/debug/pprof/trace", pprof.Trace)\n'
+    '(a service that serves http.DefaultServeMux only needs: import _ "net/http/pprof"; '
+    "keep it on a loopback or internal listener, or behind a flag like the demo's DEBUG_PPROF=1)"
+)
+CONNECT_TIMEOUT = 5.0
+# Beyond the capture itself: the profile is encoded and sent after the N seconds, and a service
+# under CPU stress (a throttled cgroup) can take a while to do that.
+SLACK = 30.0
+_CHUNK = 1 << 16
+
+
+class _NotExposed(MetricsError):
+    """A 404 from a pprof endpoint (``capture`` turns these into one message with the fix)."""
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    path: str
+    suffix: str
+    magic: bytes  # how a valid file starts
+    what: str
+    viewer: tuple[str, ...]
+
+
+_ENDPOINTS: dict[str, _Endpoint] = {
+    # runtime/trace writes "go 1.NN trace\x00..." as its header
+    "trace": _Endpoint("/debug/pprof/trace", ".trace", b"go 1.", "a Go execution trace",
+                       ("go", "tool", "trace")),
+    # a pprof profile is a gzip-compressed protobuf
+    "cpu": _Endpoint("/debug/pprof/profile", ".cpu.pprof", b"\x1f\x8b", "a gzip pprof profile",
+                     ("go", "tool", "pprof", "-http=:0")),
+}
+
+
+@dataclass(frozen=True)
+class Captured:
+    kind: Kind
+    path: Path
+    bytes: int
+    open_with: str  # the shell command that opens it
+    seconds: float  # what was asked of the service (the CPU profile's is whole seconds)
+
+
+def _seconds_param(kind: str, seconds: float) -> tuple[str, float]:
+    if kind == "cpu":
+        # pprof.Profile parses ``seconds`` as an integer and silently uses 30 for anything else
+        whole = max(1, math.ceil(seconds - 1e-9))
+        return str(whole), float(whole)
+    return f"{seconds:g}", seconds
+
+
+def _fetch(base_url: str, kind: Kind, seconds: float, out: Path) -> Captured:
+    endpoint = _ENDPOINTS[kind]
+    param, asked = _seconds_param(kind, seconds)
+    url = f"{base_url.rstrip('/')}{endpoint.path}?seconds={param}"
+    tmp = out.with_name(f".{out.name}.part{os.getpid()}")
+    try:
+        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, asked + SLACK)) as r:
+            if r.status_code == 404:
+                raise _NotExposed(url)
+            if r.status_code != 200:
+                # pprof explains itself in a short plain-text body ("cpu profiling already in
+                # use", "profile duration exceeds server's WriteTimeout")
+                reason = r.text.strip().splitlines()[0][:200] if r.text.strip() else r.reason
+                raise MetricsError(f"{url}: HTTP {r.status_code}: {reason}")
+            size = 0
+            head = b""
+            with tmp.open("wb") as f:
+                for chunk in r.iter_content(_CHUNK):
+                    if len(head) < len(endpoint.magic):
+                        head += chunk[: len(endpoint.magic) - len(head)]
+                    f.write(chunk)
+                    size += len(chunk)
+        if not head.startswith(endpoint.magic):
+            raise MetricsError(
+                f"{url}: the answer ({size} bytes, starting {head!r}) is not {endpoint.what}: "
+                "is this a Go service's net/http/pprof?")
+        os.replace(tmp, out)
+    except requests.RequestException as e:
+        raise MetricsError(f"{url}: {e}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return Captured(kind, out, size, shlex.join([*endpoint.viewer, str(out)]), asked)
+
+
+def capture(
+    base_url: str, kinds: Sequence[Kind], seconds: float, out_dir: Path, name: str,
+) -> list[Captured]:
+    """Capture ``kinds`` from the service at ``base_url`` (``http://127.0.0.1:8080``) for
+    ``seconds`` at the same time, into ``out_dir/<name>.trace`` and ``out_dir/<name>.cpu.pprof``.
+
+    Raises ``MetricsError`` with every failure's reason when any capture fails (one that
+    succeeded is still written, and the message says where)."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"seconds must be > 0, got {seconds}")
+    if not name or name.startswith(".") or "/" in name or os.sep in name:
+        raise ValueError(f"name must be a plain file name, got {name!r}")
+    unknown = [k for k in kinds if k not in _ENDPOINTS]
+    if unknown:
+        raise ValueError(f"unknown capture kind(s) {unknown}: choose from {sorted(_ENDPOINTS)}")
+    wanted = list(dict.fromkeys(kinds))
+    if not wanted:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+        futures = [pool.submit(_fetch, base_url, k, seconds,
+                               out_dir / f"{name}{_ENDPOINTS[k].suffix}") for k in wanted]
+    done: list[Captured] = []
+    failed: list[str] = []
+    missing: list[str] = []
+    for future in futures:
+        try:
+            done.append(future.result())
+        except _NotExposed as e:
+            missing.append(str(e))
+        except MetricsError as e:
+            failed.append(str(e))
+    if missing:
+        failed.insert(0, f"{base_url} does not expose net/http/pprof ({', '.join(missing)} "
+                         f"answered 404 Not Found); to capture, add to the service:\n"
+                         f"{HOW_TO_EXPOSE}")
+    if failed:
+        kept = "".join(f"; the {c.kind} capture was written to {c.path}" for c in done)
+        raise MetricsError("; ".join(failed) + kept)
+    return done
