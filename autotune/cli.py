@@ -150,9 +150,13 @@ def _load(path: str) -> tuple[Experiment, str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from autotune.advice import advise
+
     exp, _ = _load(args.file)
     print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
           f"{exp.study.trials} trials)")
+    for warning in advise(exp):
+        print(f"  warning: {warning}", file=sys.stderr)
     if not (args.cluster or args.live):
         return EXIT_OK
     if exp.target.kubernetes is None and args.cluster:

@@ -180,6 +180,15 @@ def _check_measure(exp: Experiment) -> list[str]:
     problems = []
     if exp.measure.window <= 0:
         problems.append("measure.window: must be > 0")
+    load = exp.measure.load
+    if load is not None and load.metric not in exp.metrics:
+        problems.append(f"measure.load.metric: unknown metric {load.metric!r} "
+                        f"(known: {', '.join(exp.metrics)})")
+    if load is None and exp.target.kind == "kubernetes":
+        problems.append("measure.load: required for a kubernetes target: trials compare only "
+                        "under the same load, which autotune does not generate in a cluster; "
+                        "name the metric of the served request rate, e.g. "
+                        "{metric: request_rate, tolerance: 0.1}")
     if exp.target.kind != "simulated":
         needed = 4 * exp.prometheus.scrape_interval
         if exp.measure.window < needed:

@@ -230,10 +230,22 @@ class NoiseGuard(Model):
     retries: int = Field(default=2, ge=0, le=10)
 
 
+class LoadCheck(Model):
+    """Trials compare only under the same load: a window whose served request rate differs from
+    the baseline's by more than ``tolerance`` is not a measurement (the trial fails with the
+    figures). Required for cluster targets, where autotune does not generate the load."""
+
+    metric: str = Field(description="a metric giving the request rate served in the window")
+    tolerance: float = Field(default=0.1, gt=0, le=1,
+                             description="largest relative difference from the baseline's "
+                                         "median rate (0.1 = 10%)")
+
+
 class Measure(Model):
     warmup: Duration = 20.0
     window: Duration = 60.0
     noise_guard: NoiseGuard = Field(default_factory=NoiseGuard)
+    load: LoadCheck | None = None
 
 
 class Metric(Model):
@@ -331,6 +343,8 @@ class Experiment(Model):
         """Metrics the objective or a constraint needs; a trial fails without them."""
         names = {m for goal in self.goals for m in goal.terms}
         names.update(c.metric for c in self.parsed_constraints)
+        if self.measure.load is not None:
+            names.add(self.measure.load.metric)
         return frozenset(names)
 
     def parameter(self, name: str) -> Parameter:

@@ -43,8 +43,10 @@ class Evidence:
     sched_p99: float | None = None
     gc_pause_p99: float | None = None
     throttled_share: float | None = None  # of CFS periods
+    # GC's share of the CPU the program used (cpu/classes gc / (total - idle)): a share of
+    # total would shrink with GOMAXPROCS alone, since total counts every P's idle time too
     gc_cpu_share: float | None = None
-    idle_share: float | None = None
+    idle_share: float | None = None  # P idle: cpu/classes idle / total (DESIGN.md §5)
     overflow_count: int | None = None
     overflow_longest: float | None = None
     overflow_threshold: int | None = None

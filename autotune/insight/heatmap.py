@@ -222,7 +222,7 @@ def coarse_edges(heats: Sequence[Heat], max_buckets: int = 24) -> tuple[float, .
     """At most ``max_buckets`` edges, all of them edges of the heats (which must share theirs),
     chosen so the buckets that hold observations in any of the heats keep as much resolution as
     the budget allows: the empty buckets below and above them merge into one each, and the rest
-    are merged in equal groups (equal ratios on the demo's geometric buckets)."""
+    are merged into groups as equal as whole buckets allow."""
     if max_buckets < 1:
         raise ValueError(f"max_buckets must be >= 1, got {max_buckets}")
     if not heats:
@@ -242,10 +242,11 @@ def coarse_edges(heats: Sequence[Heat], max_buckets: int = 24) -> tuple[float, .
     kept: list[float] = []
     if below:
         kept.append(edges[lo - 1])
-    size = -(-(hi - lo + 1) // budget)
-    # Groups are counted down from the top of the occupied range, so its highest edge is kept
-    # and only the lowest group can come out smaller.
-    kept.extend(edges[j] for j in range(hi, lo - 1, -size))
+    m = hi - lo + 1
+    groups = min(budget, m)
+    # As even as whole buckets allow (sizes differ by at most one); the last group ends at the
+    # top of the occupied range, so its highest edge is kept.
+    kept.extend(edges[lo - 1 + (g * m) // groups] for g in range(1, groups + 1))
     if above:
         kept.append(edges[-1])
     return tuple(sorted(kept))

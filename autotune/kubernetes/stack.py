@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from autotune.advice import gomaxprocs_warnings
 from autotune.clock import Clock, SystemClock
 from autotune.errors import AutotuneError, ExperimentError, MetricsError
 from autotune.experiment.models import Experiment, KubernetesTarget, Setting
@@ -28,6 +29,7 @@ from autotune.kubernetes.permissions import NEEDED
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
 from autotune.live import Window
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.study.design import cpu_limit
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,8 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     except AutotuneError as e:
         return [*problems, str(e)]
     log.info("target: %s", facts)
+    if warnings is not None:
+        warnings += gomaxprocs_warnings(exp, cpu_limit(facts))
     hpa = facts.get("autoscaler")
     if hpa and warnings is not None:
         warnings.append(

@@ -165,6 +165,7 @@ class StudyRunner:
         self.failed = 0
         self._current: int | None = None
         self._search: optuna.Study | None = None
+        self._reference: optuna.Study | None = None
         self.design_size = 0
         self._stuck: str | None = None
 
@@ -209,6 +210,7 @@ class StudyRunner:
         try:
             metrics = measure(self.exp, self.backends, env, clock=self.clock, labels=labels,
                               record=record, on_phase=self.progress.phase)
+            self._check_load(record, metrics)
             scored = score(self.exp, metrics)
             for text, violation in scored.violations.items():
                 trial.set_constraint(text, violation)
@@ -235,6 +237,36 @@ class StudyRunner:
                 if record.get("failure"):
                     trial.set_user_attr("failure", record["failure"])
                 self.journal.append(record)
+
+    def _baseline_rate(self) -> float | None:
+        """The median served request rate (``measure.load``) of the baseline so far."""
+        check = self.exp.measure.load
+        if check is None or self._reference is None:
+            return None
+        rates = []
+        for t in self._reference.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            metrics = (t.user_attrs.get("record") or {}).get("metrics") or {}
+            if t.user_attrs.get("kind") == "baseline" and check.metric in metrics:
+                rates.append(float(metrics[check.metric]))
+        return statistics.median(rates) if rates else None
+
+    def _check_load(self, record: dict[str, Any], metrics: dict[str, float]) -> None:
+        """Discard a window served under another load than the baseline's (the first baseline
+        repeat sets the reference)."""
+        check = self.exp.measure.load
+        if check is None:
+            return
+        rate, reference = metrics[check.metric], self._baseline_rate()
+        record["load"] = {"metric": check.metric, "rate": rate, "baseline": reference}
+        if reference is None or reference <= 0:
+            return
+        deviation = rate / reference - 1
+        record["load"]["deviation"] = round(deviation, 4)
+        if abs(deviation) > check.tolerance:
+            raise TrialFailed(
+                f"load not comparable: {check.metric} was {rate:.4g}/s against the baseline's "
+                f"median {reference:.4g}/s ({deviation:+.1%}; measure.load.tolerance "
+                f"{check.tolerance:.0%}), so the window is discarded")
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -290,6 +322,7 @@ class StudyRunner:
         exp, b = self.exp, self.backends
         self.study_name = studies.name
         self._search = studies.search
+        self._reference = studies.reference
         orphans = st.fail_orphans(studies, exp.max_trial_seconds)
         for line in orphans:
             log.warning("%s", line)
@@ -363,6 +396,7 @@ class StudyRunner:
         """
         self.study_name = studies.name
         self._search = studies.search
+        self._reference = studies.reference
         completed = 0
         try:
             while True:

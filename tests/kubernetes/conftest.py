@@ -43,8 +43,10 @@ chaos:
   stress: {{workers: 4, load: 100}}
   pattern: {pattern}
 prometheus: {{url: "{prometheus}", scrape_interval: 0.1s, token_env: {token_env}}}
-measure: {{warmup: 0.1s, window: 0.4s}}
+measure: {{warmup: 0.1s, window: 0.4s, load: {{metric: request_rate, tolerance: 0.1}}}}
 metrics:
+  request_rate: >-
+    sum(rate(http_request_duration_seconds_count{{ {{{{selector}}}} }}[{{{{window}}}}]))
   p99_latency: >-
     histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{{
     {{{{selector}}}} }}[{{{{window}}}}])))
@@ -87,6 +89,8 @@ class FakeMetrics:
 
     def __init__(self, fake: FakeCluster, *, interrupt_on_read: int | None = None) -> None:
         self.fake, self.interrupt_on_read = fake, interrupt_on_read
+        self.rate = 100.0
+        """Requests/s the candidate served: the load generator's, whatever the settings."""
         self.reads = 0
         self.closed = False
 
@@ -105,6 +109,8 @@ class FakeMetrics:
                 out[name] = Unavailable(f"no series for {query}")
             elif not stressed:
                 out[name] = Unavailable("no stress was injected on the candidate's pods")
+            elif name == "request_rate":
+                out[name] = self.rate
             else:
                 procs = int(live.env.get("GOMAXPROCS") or 8)
                 out[name] = 0.003 * (1 + abs(procs - 2) / 4)

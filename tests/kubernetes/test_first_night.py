@@ -18,7 +18,7 @@ from autotune.kubernetes import stack
 from autotune.kubernetes.objects import PODS, Selection
 from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
 from autotune.study.loop import RunResult
-from tests.kubernetes.conftest import EXPERIMENT, NAMESPACE, ORIGINAL_ENV, World
+from tests.kubernetes.conftest import EXPERIMENT, NAMESPACE, ORIGINAL_ENV, FakeMetrics, World
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
 
@@ -272,9 +272,10 @@ def test_an_hpa_scale_up_is_measured_per_pod_and_reported(world: World) -> None:
     exp = world.experiment(trials=1, stop_after=1)
     warnings: list[str] = []
     assert stack.validate_cluster(exp, warnings=warnings) == []
-    assert len(warnings) == 1 and warnings[0].startswith(
+    [hpa] = [w for w in warnings if w.startswith("HorizontalPodAutoscaler")]
+    assert hpa.startswith(
         "HorizontalPodAutoscaler api scales Deployment shop/api (2..4 replicas on cpu)")
-    assert "measured per pod" in warnings[0]
+    assert "measured per pod" in hpa
 
     outcome, records = run(world, exp, world.backends(exp))
     assert isinstance(outcome, RunResult), outcome
@@ -294,3 +295,41 @@ def test_an_hpa_scale_up_is_measured_per_pod_and_reported(world: World) -> None:
     described = world.target(exp).describe()
     assert described["autoscaler"] == {"name": "api", "min_replicas": 2, "max_replicas": 4,
                                        "metrics": ["cpu"]}
+
+
+# --- 10. comparable load ------------------------------------------------------------------------
+
+def test_a_window_under_another_load_is_discarded_with_the_figures(world: World) -> None:
+    exp = world.experiment(trials=1, stop_after=5)
+    backends = world.backends(exp)
+    assert isinstance(backends.source, FakeMetrics)
+    source = backends.source
+    rates = [100.0, 80.0]  # the baseline; a search trial under 20% less load; then 104/s
+    original = source.read
+
+    def read(queries: Any, window: Any, live: Any) -> Any:
+        source.rate = rates.pop(0) if rates else 104.0
+        return original(queries, window, live)
+
+    source.read = read  # type: ignore[method-assign]
+    outcome, records = run(world, exp, backends)
+    assert isinstance(outcome, RunResult), outcome
+    assert [r["state"] for r in records] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert records[1]["failure"] == (
+        "load not comparable: request_rate was 80/s against the baseline's median 100/s "
+        "(-20.0%; measure.load.tolerance 10%), so the window is discarded")
+    assert records[2]["load"] == {"metric": "request_rate", "rate": 104.0, "baseline": 100.0,
+                                  "deviation": 0.04}
+    world.assert_pristine()
+
+
+def test_a_kubernetes_experiment_without_a_load_check_is_rejected(world: World) -> None:
+    from autotune.errors import ExperimentError
+    from autotune.experiment import parse_experiment
+
+    text = EXPERIMENT.format(
+        kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
+        pattern="{every: 0.2s, burst: 0.1s}", prometheus="http://127.0.0.1:9", token_env="null",
+    ).replace(", load: {metric: request_rate, tolerance: 0.1}", "")
+    with pytest.raises(ExperimentError, match=r"measure.load: required for a kubernetes target"):
+        parse_experiment(text)

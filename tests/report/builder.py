@@ -26,11 +26,12 @@ parameters:
   - {name: GOGC, type: int, low: 25, high: 400, step: 25}
 baseline: {repeats: 3, params: {GOMAXPROCS: null, GOGC: null}}
 chaos: {stress: {workers: 2, load: 40}, pattern: {every: 30s, burst: 5s}}
-measure: {warmup: 20s, window: 60s}
+measure: {warmup: 20s, window: 60s, load: {metric: request_rate}}
 metrics:
   p99_latency: {query: 'histogram_quantile(0.99, x)', unit: s}
   gc_pause_p99: {query: 'histogram_quantile(0.99, y)', unit: s}
   p_idle_fraction: 'rate(a[1m]) / rate(b[1m])'
+  request_rate: {query: 'sum(rate(z[1m]))', unit: 1/s}
 objective: {minimize: p99_latency}
 constraints: ['gc_pause_p99 <= 0.005']
 study: {trials: 10, sampler: tpe, seed: 3}
@@ -124,6 +125,7 @@ def m(p99: float, gc: float = 0.002, idle: float | None = 0.3) -> dict[str, floa
     out = {"p99_latency": p99, "gc_pause_p99": gc}
     if idle is not None:
         out["p_idle_fraction"] = idle
+    out["request_rate"] = 100.0  # the same load in every window (measure.load)
     return out
 
 

@@ -92,5 +92,5 @@ def test_golden_study_verdict_and_evidence(golden: tuple[Builder, Report]) -> No
     assert env.gomaxprocs_default.startswith("GOMAXPROCS unset: Go >= 1.25")
     assert env.stress == "2 CPU worker(s) at 40% load, bursts of 5s every 30s"
     assert env.generated == "2026-12-01T12:00:00+00:00"
-    assert report.diagnostics == ("gc_pause_p99", "p_idle_fraction")
+    assert report.diagnostics == ("gc_pause_p99", "p_idle_fraction", "request_rate")
     assert len(report.trials) == 3 + 8 + 13

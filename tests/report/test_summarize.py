@@ -117,7 +117,7 @@ def test_maximize(tmp_path: Path) -> None:
     assert (r.verdict, r.recommendation) == ("adopt", "#1")
     assert r.candidates[0].comparisons[0].improvement is not None
     assert r.candidates[0].comparisons[0].improvement > 0.9
-    assert r.diagnostics == ("p99_latency", "gc_pause_p99")
+    assert r.diagnostics == ("p99_latency", "gc_pause_p99", "request_rate")
 
 
 def test_a_retried_trial_that_completed_has_no_failure(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ parameters:
   - {{name: forcegc_interval_ms, env: FORCEGC_INTERVAL_MS, type: int, values: [500, 2000]}}
 chaos: {{stress: {{workers: 2, load: 50}}}}
 prometheus: {{url: "http://127.0.0.1:9", scrape_interval: 0.1s}}
-measure: {{warmup: 0.1s, window: 0.4s}}
-metrics: {{p99: 'up{{ {{{{selector}}}} }}'}}
+measure: {{warmup: 0.1s, window: 0.4s, load: {{metric: rate}}}}
+metrics: {{p99: 'up{{ {{{{selector}}}} }}', rate: 'count(up{{ {{{{selector}}}} }})'}}
 objective: {{minimize: p99}}
 """
 
