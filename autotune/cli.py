@@ -316,8 +316,11 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         if args.file is not None:
             exp, _ = _load(args.file)
             backends = build(exp, st.results_dir(exp), SystemClock(), context=args.context)
-            done += backends.injector.cleanup() + backends.target.cleanup()
-            backends.source.close()
+            try:
+                done += backends.injector.cleanup() + backends.target.cleanup()
+            finally:
+                backends.target.restore()  # nothing applied: only lets go (the run Lease)
+                backends.source.close()
     for line in done:
         print(f"removed: {line}")
     if not done:

@@ -227,6 +227,13 @@ class Kube:
                           query={"dryRun": "All" if dry_run else None,
                                  "fieldValidation": "Strict"}, body=body)
 
+    def replace(self, kind: Kind, namespace: str, name: str, body: Obj) -> Obj:
+        """Update (PUT) an object; its ``metadata.resourceVersion`` is a precondition: another
+        writer's change in between is ``Conflict``."""
+        what = f'{kind.resource} "{name}" in namespace "{namespace}"'
+        return self._json("update", "PUT", kind, what, _path(kind, namespace, name),
+                          query={"fieldValidation": "Strict"}, body=body)
+
     def delete(self, kind: Kind, namespace: str, name: str) -> bool:
         """Ask for deletion of an object; False if it was already gone."""
         what = f'{kind.resource} "{name}" in namespace "{namespace}"'

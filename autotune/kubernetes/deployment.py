@@ -32,6 +32,7 @@ from autotune.errors import TargetError
 from autotune.experiment import models
 from autotune.kubernetes.client import Kube
 from autotune.kubernetes.errors import ApiError, TargetProblem, reraise_as
+from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.objects import (
     AUTOSCALERS,
     DEPLOYMENTS,
@@ -242,12 +243,14 @@ class KubernetesTarget:
 
     def __init__(self, spec: models.KubernetesTarget, kube: Kube, clock: Clock, *,
                  variables: Sequence[str], study: str, state_dir: Path | None = None,
-                 guard: StressGuard | None = None) -> None:
+                 guard: StressGuard | None = None, lease: RunLease | None = None) -> None:
         self.spec, self.kube, self.clock = spec, kube, clock
         self.variables, self.study = list(variables), study
         self.state_file = (state_dir / f"original-env.{spec.namespace}.{spec.deployment}.json"
                            if state_dir is not None else None)
         self.guard = guard or StressGuard()
+        self.lease = lease
+        """Held from the first change to the Deployment until it is restored."""
         self._original: Original | None = None
 
     @property
@@ -302,6 +305,7 @@ class KubernetesTarget:
             raise TargetError(f"not a parameter's variable: {', '.join(unknown)}")
         self.guard.check()
         with reraise_as(TargetError):
+            self._hold()
             dep = self._deployment()
             find_container(dep, self.spec.container)
             usable_problem = unusable_reason(dep)
@@ -351,18 +355,22 @@ class KubernetesTarget:
         comes back, the safe default.
         """
         if self._original is None:
+            self._release()
             return
         if best is not None and self.spec.on_finish == "best" and self.guard.stuck is None:
             self.finish_with(best)
+            self._release()
             return
         with reraise_as(TargetError):
             if self.spec.on_finish == "leave":
                 self._forget(keep_file=True)
                 log.info("%s: left with the last candidate's env (on_finish: leave); the "
                          "original is in %s", self.where, self.state_file)
+                self._release()
                 return
             self._put_back(self._original)
             self._forget()
+            self._release()
 
     def finish_with(self, env: Env) -> Live:
         """Apply ``env`` as the study's choice and keep it: a later ``restore()`` does nothing."""
@@ -372,8 +380,10 @@ class KubernetesTarget:
         return live
 
     def cleanup(self) -> list[str]:
-        """Restore the Deployment if a run that did not finish left its original env on it."""
+        """Restore the Deployment if a run that did not finish left its original env on it.
+        Takes the run Lease first: a run that is still alive is not "unfinished"."""
         with reraise_as(TargetError):
+            self._hold()
             dep = self._deployment()
             original = Original.of(dep)
             if original is None:
@@ -385,6 +395,14 @@ class KubernetesTarget:
 
     def noise_probe(self) -> NoiseProbe | None:
         return None  # other tenants' CPU on the node is not observable from here
+
+    def _hold(self) -> None:
+        if self.lease is not None:
+            self.lease.acquire()  # takes it, or renews it: every trial passes here
+
+    def _release(self) -> None:
+        if self.lease is not None:
+            self.lease.release()
 
     # --- for validation -----------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from autotune.experiment.models import Experiment, KubernetesTarget, Setting
 from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
 from autotune.kubernetes.deployment import StressGuard, restore_annotated
+from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.objects import (
     DEPLOYMENTS,
     ORIGINAL_ENV_ANNOTATION,
@@ -50,8 +51,12 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
            results: Path | None) -> tuple[DeploymentTarget, ChaosMeshInjector]:
     spec = _spec(exp)
     guard = StressGuard()
+    # Renewed on every trial: it outlives the longest trial, then a dead run's lease expires.
+    lease = RunLease(kube, clock, namespace=spec.namespace, deployment=spec.deployment,
+                     study=exp.name, duration=exp.max_trial_seconds + 60)
     target = DeploymentTarget(spec, kube, clock, variables=[p.env_var for p in exp.parameters],
-                              study=exp.name, state_dir=results, guard=guard)
+                              study=exp.name, state_dir=results, guard=guard,
+                              lease=lease if results is not None else None)
     injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name,
                                  guard=guard)
     return target, injector
@@ -217,10 +222,22 @@ def cleanup_namespace(namespace: str, context: str | None = None,
     done = ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
     items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
     for dep in items:
-        if ORIGINAL_ENV_ANNOTATION in (dep.get("metadata", {}).get("annotations") or {}):
+        if ORIGINAL_ENV_ANNOTATION not in (dep.get("metadata", {}).get("annotations") or {}):
+            continue
+        name = dep["metadata"]["name"]
+        lease = RunLease(kube, clock, namespace=namespace, deployment=name, study="cleanup",
+                         duration=rollout_timeout + 60)
+        try:
+            lease.acquire()
+        except AutotuneError as e:
+            done.append(f"Deployment {namespace}/{name}: left alone, {e}")
+            continue
+        try:
             line = restore_annotated(kube, clock, dep, rollout_timeout)
-            if line:
-                done.append(line)
+        finally:
+            lease.release()
+        if line:
+            done.append(line)
     return done
 
 

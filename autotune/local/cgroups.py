@@ -307,9 +307,10 @@ class CpuLimit:
         origin = _own_cpuset(self.mode)
         if origin is None:
             return
+        # Recorded before the move: interrupted right after it, remove() still moves us back.
+        self.joined_from = origin
         (self.mode.cpuset_root / self.name / "tools" / "cgroup.procs").write_text(
             str(os.getpid()))
-        self.joined_from = origin
 
     def _leave_tools(self) -> None:
         if self.joined_from is None or self.mode.cpuset_root is None:

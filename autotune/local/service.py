@@ -13,6 +13,7 @@ With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -171,8 +172,17 @@ class LocalService:
 
     def _ensure_limit(self) -> None:
         if not self._created:
-            self.limit.create()
+            # Marked first: interrupted half-way through create(), the restore() that follows
+            # must still remove the directories already made (remove() skips missing ones).
             self._created = True
+            try:
+                self.limit.create()
+            except Exception:
+                # An error: undo what was made now, and let the next apply try again.
+                with contextlib.suppress(Exception):
+                    self.limit.remove()
+                self._created = False
+                raise
         if self._prepare is not None:
             prepare, self._prepare = self._prepare, None
             prepare()

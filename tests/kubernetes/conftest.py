@@ -15,6 +15,7 @@ import pytest
 from autotune.experiment import Experiment, parse_experiment
 from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget, StressGuard
+from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.stresschaos import ChaosMeshInjector
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
@@ -143,10 +144,14 @@ class World:
     def target(self, exp: Experiment | None = None, *,
                guard: StressGuard | None = None) -> KubernetesTarget:
         exp = exp or self.experiment()
-        assert exp.target.kubernetes is not None
-        return KubernetesTarget(exp.target.kubernetes, self.kube(), self.clock,
+        spec = exp.target.kubernetes
+        assert spec is not None
+        kube = self.kube()
+        lease = RunLease(kube, self.clock, namespace=spec.namespace, deployment=spec.deployment,
+                         study=exp.name, duration=exp.max_trial_seconds + 60)
+        return KubernetesTarget(spec, kube, self.clock,
                                 variables=[p.env_var for p in exp.parameters], study=exp.name,
-                                state_dir=self.tmp / "results", guard=guard)
+                                state_dir=self.tmp / "results", guard=guard, lease=lease)
 
     def injector(self, *, timeout: float = 1.0, study: str | None = "api-test",
                  guard: StressGuard | None = None) -> ChaosMeshInjector:
@@ -185,6 +190,7 @@ class World:
         assert self.template_env() == ORIGINAL_ENV
         assert all(env == ORIGINAL_ENV for env in self.pod_envs())
         assert self.annotations() == {}
+        assert self.fake.items("leases") == [], "the run Lease is released"
 
 
 def start_world(tmp: Path) -> tuple[World, Callable[[], None]]:

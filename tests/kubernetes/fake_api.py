@@ -14,6 +14,9 @@ What it serves (namespaced paths of the real API):
   ``rollout = "never"`` leaves every rollout stuck; ``stuck_when(env)`` only some (a candidate
   whose pods crash-loop).
 - ``pods`` and ``events`` (v1): list and watch with label and field selectors.
+- ``leases`` (coordination.k8s.io/v1): create (409 AlreadyExists), get, update (PUT) with the
+  API server's optimistic concurrency (a stale ``metadata.resourceVersion`` is 409 Conflict, as
+  apiserver/pkg/registry/generic/registry/store.go Update), delete.
 - ``horizontalpodautoscalers`` (autoscaling/v2): list; ``add_hpa`` adds a CPU HPA whose
   controller scales the Deployment up by one replica shortly after stress lands on its pods.
 - ``stresschaos`` (chaos-mesh.org/v1alpha1): create (validated against the CRD's schema; unknown
@@ -64,6 +67,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "events": ("", "v1", "Event"),
     "stresschaos": ("chaos-mesh.org", "v1alpha1", "StressChaos"),
     "horizontalpodautoscalers": ("autoscaling", "v2", "HorizontalPodAutoscaler"),
+    "leases": ("coordination.k8s.io", "v1", "Lease"),
 }
 USER = "system:serviceaccount:autotune:autotune"
 FINALIZER = "chaos-mesh/records"
@@ -452,7 +456,7 @@ class FakeCluster:
             return self._access_review(body)
         plural, namespace, name = _parse_path(path)
         verb = {"GET": "get" if name else "list", "POST": "create", "PATCH": "patch",
-                "DELETE": "delete"}[method]
+                "PUT": "update", "DELETE": "delete"}[method]
         self._authorize(verb, plural, namespace, name)
         if method == "GET":
             return (200, self._get(plural, namespace, name) if name
@@ -461,6 +465,8 @@ class FakeCluster:
             return self._create(plural, namespace, body, query)
         if name is None:
             raise HttpError(405, "MethodNotAllowed", f"{method} needs an object name")
+        if method == "PUT":
+            return 200, self._update(plural, namespace, name, body)
         if method == "PATCH":
             return 200, self._patch(plural, namespace, name, body, query,
                                     headers.get("Content-Type", ""))
@@ -515,8 +521,30 @@ class FakeCluster:
         return {"apiVersion": f"{group}/{api_version}" if group else api_version,
                 "kind": f"{kind}List", "metadata": {"resourceVersion": version}, "items": items}
 
+    def _update(self, plural: str, namespace: str, name: str, body: Obj) -> Obj:
+        if plural != "leases":
+            raise HttpError(405, "MethodNotAllowed", f"the fake does not update {plural}")
+        with self.cond:
+            current = self._get(plural, namespace, name)
+            if body.get("metadata", {}).get("resourceVersion") != (
+                    current["metadata"]["resourceVersion"]):
+                raise HttpError(409, "Conflict", f'Operation cannot be fulfilled on '
+                                f'{_resource(plural)} "{name}": the object has been modified; '
+                                "please apply your changes to the latest version and try again")
+            updated = copy.deepcopy(body)
+            updated["metadata"] = {**current["metadata"], **updated["metadata"]}
+            return copy.deepcopy(self._store(plural, updated, "MODIFIED"))
+
     def _create(self, plural: str, namespace: str, body: Obj,
                 query: dict[str, str]) -> tuple[int, Obj]:
+        if plural == "leases":
+            with self.cond:
+                name = body.get("metadata", {}).get("name", "")
+                if (plural, namespace, name) in self.objects:
+                    raise HttpError(409, "AlreadyExists",
+                                    f'{_resource(plural)} "{name}" already exists')
+                body["metadata"]["namespace"] = namespace
+                return 201, copy.deepcopy(self._store(plural, body, "ADDED"))
         if plural != "stresschaos":
             raise HttpError(405, "MethodNotAllowed", f"the fake does not create {plural}")
         name = body.get("metadata", {}).get("name", "")
@@ -581,6 +609,11 @@ class FakeCluster:
             return copy.deepcopy(stored)
 
     def _delete(self, plural: str, namespace: str, name: str) -> Obj:
+        if plural == "leases":
+            with self.cond:
+                obj = self._get(plural, namespace, name)
+                self._store(plural, obj, "DELETED")
+                return copy.deepcopy(obj)
         if plural != "stresschaos":
             raise HttpError(405, "MethodNotAllowed", f"the fake does not delete {plural}")
         with self.cond:
@@ -981,6 +1014,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._dispatch("PATCH")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
 
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")

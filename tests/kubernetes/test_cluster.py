@@ -100,6 +100,7 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
     foreign = render(name="someone-elses", placement=live.placement, duration=60, labels={},
                      stress=Stress(workers=1, load=10))
     world.kube().create(STRESSCHAOS, NAMESPACE, foreign)
+    world.clock.sleep(3600)  # the dead run's Lease expires
     done = cluster.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig),
                                      clock=world.clock)
     assert len(done) == 3 and done[-1].startswith("Deployment shop/api: restored")

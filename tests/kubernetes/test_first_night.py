@@ -333,3 +333,67 @@ def test_a_kubernetes_experiment_without_a_load_check_is_rejected(world: World) 
     ).replace(", load: {metric: request_rate, tolerance: 0.1}", "")
     with pytest.raises(ExperimentError, match=r"measure.load: required for a kubernetes target"):
         parse_experiment(text)
+
+
+# --- 11. a second run of the same Deployment (kubectl create job --from=cronjob/...) ----------
+
+def _other_run(world: World) -> Any:
+    """A target whose run is another process (the CronJob's pod); same study, same Deployment."""
+    target = world.target()
+    assert target.lease is not None
+    target.lease.holder = "autotune-api-28912345-abcde pid 1 study api-test"
+    return target
+
+
+def test_a_second_run_stops_before_touching_the_deployment(world: World) -> None:
+    nightly = _other_run(world)
+    nightly.apply(CANDIDATE)  # alive, mid-study
+    saved = world.annotations()
+    exp = world.experiment(trials=1, stop_after=1)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, TargetError) and outcome.exit_code == 1, outcome
+    assert str(outcome).startswith("another autotune run holds Lease shop/autotune-api "
+                                   "(autotune-api-28912345-abcde pid 1 study api-test")
+    assert records == [], "no trial ran"
+    assert world.annotations() == saved, "the running study's saved original is untouched"
+    assert {e["value"] for e in world.template_env() if e["name"] == "GOMAXPROCS"} == {"4"}
+    nightly.restore()
+    world.assert_pristine()
+
+
+def test_a_dead_runs_lease_expires_and_the_next_run_takes_over(world: World) -> None:
+    dead = _other_run(world)
+    dead.apply(CANDIDATE)  # then killed: nothing restores, nothing releases
+    assert dead.lease is not None
+    world.clock.sleep(dead.lease.duration + 1)
+    exp = world.experiment(trials=1, stop_after=1)
+    outcome, _ = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    world.assert_pristine()
+
+
+def test_two_runs_racing_for_the_lease_one_wins(world: World) -> None:
+    first, second = _other_run(world), world.target()
+    assert first.lease is not None and second.lease is not None
+    dead = _other_run(world)
+    assert dead.lease is not None
+    dead.lease.holder = "a dead run"
+    dead.lease.acquire()
+    world.clock.sleep(dead.lease.duration + 1)  # expired: both may try to take it over
+    results: list[str] = []
+
+    def take(lease: Any) -> None:
+        try:
+            lease.acquire()
+            results.append("won")
+        except TargetError as e:
+            results.append(str(e))
+
+    threads = [threading.Thread(target=take, args=(t.lease,)) for t in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r == "won" for r in results) == [False, True], results
+    [lease] = world.fake.items("leases", NAMESPACE)
+    assert lease["spec"]["leaseTransitions"] == 1

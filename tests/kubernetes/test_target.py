@@ -105,6 +105,7 @@ def test_cleanup_restores_what_a_dead_run_left(world: World) -> None:
     fresh = world.target()
     done = fresh.cleanup()
     assert len(done) == 1 and "unfinished run" in done[0] and "api-test" in done[0]
+    fresh.restore()  # the run that cleaned up ends: its Lease goes
     world.assert_pristine()
     assert fresh.cleanup() == []
 

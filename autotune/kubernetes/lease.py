@@ -1,0 +1,127 @@
+"""One run per Deployment: a ``coordination.k8s.io`` Lease in the target's namespace.
+
+The CronJob's ``concurrencyPolicy: Forbid`` does not stop ``kubectl create job
+--from=cronjob/...`` or a run by hand: a second run would patch the same Deployment, adopt the
+first run's saved original env as "left by a dead run", and both would stress each other's
+pods. So a run holds ``Lease <namespace>/autotune-<deployment>`` while it may change the
+Deployment, the way client-go's leader election does (tools/leaderelection/resourcelock/
+leaselock.go and leaderelection.go): create it, or take it over only once it expired
+(``renewTime + leaseDurationSeconds`` in the past) with an update that carries the
+resourceVersion read, so that of two runs racing for it one gets 409 Conflict and stops.
+
+The holder renews on every trial (``apply``), so the duration is the longest a trial may take
+plus a margin; a killed run's Lease expires after that and the next run takes over (and then
+restores what the dead run left).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+from typing import Any
+
+from autotune.clock import Clock
+from autotune.kubernetes.client import Kube
+from autotune.kubernetes.errors import Conflict, TargetProblem
+from autotune.kubernetes.objects import LEASES, MANAGED_BY_LABEL, MANAGER
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def _micro(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _epoch(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def holder_identity(study: str) -> str:
+    """Who holds it: in a Job, the pod name (the hostname) says which run."""
+    return f"{socket.gethostname()} pid {os.getpid()} study {study}"
+
+
+class RunLease:
+    def __init__(self, kube: Kube, clock: Clock, *, namespace: str, deployment: str,
+                 study: str, duration: float) -> None:
+        self.kube, self.clock = kube, clock
+        self.namespace, self.name = namespace, f"autotune-{deployment}"
+        self.holder, self.study = holder_identity(study), study
+        self.duration = max(30, round(duration))
+        self.held = False
+
+    @property
+    def where(self) -> str:
+        return f"Lease {self.namespace}/{self.name}"
+
+    def _spec(self, transitions: int, acquired: str | None = None) -> Obj:
+        now = _micro(self.clock.now())
+        return {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
+                "acquireTime": acquired or now, "renewTime": now,
+                "leaseTransitions": transitions}
+
+    def acquire(self) -> None:
+        """Hold the Lease (create, renew, or take over an expired one); ``TargetProblem``
+        (exit 1) when another live run holds it."""
+        current = self.kube.get(LEASES, self.namespace, self.name)
+        if current is None:
+            body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind,
+                    "metadata": {"name": self.name, "namespace": self.namespace,
+                                 "labels": {MANAGED_BY_LABEL: MANAGER}},
+                    "spec": self._spec(0)}
+            try:
+                self.kube.create(LEASES, self.namespace, body)
+            except Conflict:
+                current = self.kube.get(LEASES, self.namespace, self.name)
+                if current is None:
+                    raise TargetProblem(f"{self.where} appeared and vanished while this run "
+                                        "tried to take it; start again") from None
+                self._refuse(current)
+            self.held = True
+            return
+        spec = current.get("spec") or {}
+        mine = spec.get("holderIdentity") == self.holder
+        if not mine and not self._expired(spec):
+            self._refuse(current)
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
+        update = {**current, "spec": self._spec(transitions,
+                                                spec.get("acquireTime") if mine else None)}
+        try:
+            self.kube.replace(LEASES, self.namespace, self.name, update)
+        except Conflict:
+            # Another run updated it between our read and our write: it won.
+            latest = self.kube.get(LEASES, self.namespace, self.name) or current
+            self._refuse(latest)
+        if not mine and spec.get("holderIdentity"):
+            log.warning("%s: took over from %s, whose lease expired (last renewed %s)",
+                        self.where, spec.get("holderIdentity"), spec.get("renewTime"))
+        self.held = True
+
+    def _expired(self, spec: Obj) -> bool:
+        renewed = _epoch(spec.get("renewTime") or spec.get("acquireTime"))
+        return renewed + float(spec.get("leaseDurationSeconds") or 0) < self.clock.now()
+
+    def _refuse(self, lease: Obj) -> None:
+        spec = lease.get("spec") or {}
+        expires = _epoch(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or 0)
+        raise TargetProblem(
+            f"another autotune run holds {self.where} ({spec.get('holderIdentity')}, renewed "
+            f"{spec.get('renewTime')}): two runs must never tune the same Deployment (a "
+            "second run started by hand or with kubectl create job --from=cronjob/...). Wait "
+            f"for it to finish; if it died, its lease expires at {_micro(expires)}")
+
+    def release(self) -> None:
+        """Give the Lease up (delete it if it is still ours)."""
+        if not self.held:
+            return
+        current = self.kube.get(LEASES, self.namespace, self.name)
+        if current is not None and (current.get("spec") or {}).get("holderIdentity") == (
+                self.holder):
+            self.kube.delete(LEASES, self.namespace, self.name)
+        self.held = False
