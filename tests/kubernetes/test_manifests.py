@@ -14,6 +14,7 @@ import yaml
 
 from autotune.cli import main
 from autotune.experiment import Experiment, load_experiment
+from autotune.experiment.durations import parse_duration
 from autotune.experiment.models import Burst
 from autotune.kubernetes import stack as cluster
 from autotune.kubernetes.objects import (
@@ -212,3 +213,25 @@ def test_dockerfile_runs_autotune_as_non_root() -> None:
     cron = _by_kind(ROOT / "deploy/cronjob.yaml")["CronJob"]["spec"]
     security = cron["jobTemplate"]["spec"]["template"]["spec"]["securityContext"]
     assert security["runAsUser"] == 10001
+
+
+def test_the_monitors_scrape_the_example_deployment_often_enough() -> None:
+    """deploy/monitoring.yaml: the PodMonitor/ServiceMonitor select the example's pods by its
+    labels and port name, in its namespace, at an interval the example's window allows."""
+    monitors = _by_kind(ROOT / "deploy/monitoring.yaml")
+    assert set(monitors) == {"PodMonitor", "ServiceMonitor"}
+    dep, exp = _deployment(), _api()
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    ports = {p["name"] for c in dep["spec"]["template"]["spec"]["containers"]
+             for p in c.get("ports", [])}
+    assert exp.target.kubernetes is not None
+    for kind, endpoints in (("PodMonitor", "podMetricsEndpoints"),
+                            ("ServiceMonitor", "endpoints")):
+        monitor = monitors[kind]
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["namespace"] == exp.target.kubernetes.namespace
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        [endpoint] = monitor["spec"][endpoints]
+        assert endpoint["port"] in ports
+        assert not endpoint.get("relabelings"), "namespace and pod labels must stay"
+        assert 4 * parse_duration(endpoint["interval"]) <= exp.measure.window
