@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from autotune.experiment.expressions import parse_constraint
 from autotune.experiment.models import (
     MAX_ENUMERATED,
@@ -21,6 +23,23 @@ def check(exp: Experiment) -> list[str]:
     problems += _check_metrics(exp)
     problems += _check_measure(exp)
     problems += _check_study(exp)
+    problems += _check_prometheus(exp)
+    return problems
+
+
+_HTTP_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _check_prometheus(exp: Experiment) -> list[str]:
+    """Headers that requests would refuse at the first query (the value is not repeated: it
+    may be a credential)."""
+    problems = []
+    for name, value in exp.prometheus.headers.items():
+        if not _HTTP_TOKEN.match(name):
+            problems.append(f"prometheus.headers: {name!r} is not a valid HTTP header name")
+        elif value != value.strip() or not value.isprintable():
+            problems.append(f"prometheus.headers.{name}: the value has a line break, a control "
+                            "character or leading/trailing whitespace")
     return problems
 
 
@@ -146,6 +165,10 @@ def _check_target(exp: Experiment) -> list[str]:
 def _check_metrics(exp: Experiment) -> list[str]:
     problems = []
     for name in exp.metrics:
+        if exp.metric(name).schedtrace is not None:
+            if exp.measure.schedtrace_period is None:
+                problems.append(f"metrics.{name}.schedtrace: needs measure.schedtrace: true")
+            continue
         unknown = placeholders(exp.metric(name).query) - KNOWN_PLACEHOLDERS
         if unknown:
             problems.append(f"metrics.{name}: unknown placeholder(s) "
@@ -180,6 +203,11 @@ def _check_measure(exp: Experiment) -> list[str]:
     problems = []
     if exp.measure.window <= 0:
         problems.append("measure.window: must be > 0")
+    if exp.measure.schedtrace_period is not None and exp.target.local is None:
+        problems.append("measure.schedtrace: only local targets for now (a cluster's would come "
+                        "from the pods' logs, which autotune does not read yet)")
+    if exp.measure.capture and exp.target.local is None:
+        problems.append("measure.capture: only local targets for now")
     load = exp.measure.load
     if load is not None and load.metric not in exp.metrics:
         problems.append(f"measure.load.metric: unknown metric {load.metric!r} "

@@ -66,13 +66,12 @@ def load_experiment(path: str | Path) -> tuple[Experiment, str]:
         with path.open("rb") as f:
             # Never more than the limit: the path may be a huge file, or /dev/zero.
             data = f.read(MAX_FILE_BYTES + 1)
-            size = os.fstat(f.fileno())
+            info = os.fstat(f.fileno())
     except OSError as e:
         raise ExperimentError([f"cannot read the file: {e.strerror or e}"], str(path)) from None
     if len(data) > MAX_FILE_BYTES:
-        what = (f"{size.st_size / 1e6:.1f} MB" if stat.S_ISREG(size.st_mode)
-                else "more than that")
-        raise ExperimentError([f"the file is too large for an experiment file ({what}; at most "
+        size = f"{info.st_size / 1e6:.1f} MB; " if stat.S_ISREG(info.st_mode) else ""
+        raise ExperimentError([f"the file is too large for an experiment file ({size}at most "
                                f"{MAX_FILE_BYTES // 1024} KiB)"], str(path))
     try:
         text = data.decode("utf-8")

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 from autotune.experiment.durations import DURATION_PATTERN, parse_duration
 from autotune.experiment.expressions import Constraint, parse_constraint
@@ -246,12 +253,49 @@ class Measure(Model):
     window: Duration = 60.0
     noise_guard: NoiseGuard = Field(default_factory=NoiseGuard)
     load: LoadCheck | None = None
+    insight: bool = Field(
+        default=True, description="per trial, the scheduling-latency and GC-pause distributions "
+                                  "over the window and where the CPU went (/cpu/classes, CFS "
+                                  "throttling), for the report's explanation")
+    schedtrace: bool | Duration = Field(
+        default=False, description="run the service with GODEBUG=schedtrace=<period> (true: "
+                                   "100ms) and keep the run queues per trial; local targets")
+    overflow_threshold: int | None = Field(
+        default=None, ge=1, description="run-queue overflow: total runnable goroutines p99.9 "
+                                        "held this high for >= 2.5 s (default 128 x GOMAXPROCS)")
+    capture: tuple[Literal["trace", "cpu"], ...] = Field(
+        default=(), description="after confirmation, a runtime trace and/or CPU profile of the "
+                                "baseline and the recommendation under stress (local targets)")
+
+    @property
+    def schedtrace_period(self) -> float | None:
+        """Seconds between schedtrace lines, or None when off."""
+        if self.schedtrace is False:
+            return None
+        if self.schedtrace is True:
+            return 0.1
+        return float(self.schedtrace)
+
+
+SCHEDTRACE_METRICS = ("runq_global_p999", "runq_global_max", "runq_local_max",
+                      "runq_total_p999", "idle_procs_mean", "threads_max", "spinning_mean",
+                      "overflow_count", "overflow_longest")
+"""What ``measure.schedtrace`` yields per trial (autotune/insight/schedtrace.py, overflow.py)."""
 
 
 class Metric(Model):
-    query: str = Field(min_length=1, description="PromQL; {{selector}} and {{window}} filled in")
+    query: str = Field(default="", description="PromQL; {{selector}} and {{window}} filled in")
+    schedtrace: Literal[SCHEDTRACE_METRICS] | None = Field(  # type: ignore[valid-type]
+        default=None, description="instead of a query: a figure of the window's schedtrace "
+                                  "(needs measure.schedtrace)")
     description: str = ""
     unit: str = ""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Metric:
+        if bool(self.query) == (self.schedtrace is not None):
+            raise ValueError("give exactly one of query (PromQL) and schedtrace")
+        return self
 
 
 class Goal(Model):
@@ -309,6 +353,13 @@ class Study(Model):
     heartbeat: Duration = Field(default=10.0, gt=0)
     stop_after_failures: int = Field(
         default=5, ge=1, description="stop the study after this many failed trials in a row"
+    )
+    early_stop: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="stop the search once this many sampler-chosen trials in a row have not "
+                    "improved the best by more than the baseline repeats' relative range "
+                    "(autotune/study/nightly.py); a resumed study that already meets it "
+                    "searches no further",
     )
 
 

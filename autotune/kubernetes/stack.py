@@ -190,7 +190,8 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
     window = Window(now - exp.measure.window, now)
     values = {"selector": promql.render_selector(live.scope),
               "window": promql.render_window(window.seconds)}
-    queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics}
+    queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
+               if exp.metric(name).query}
     source = PrometheusSource(exp.prometheus, clock)
     problems: list[str] = []
     try:

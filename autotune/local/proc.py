@@ -233,8 +233,16 @@ def start(
             out.close()
     if registry is not None:
         me = os.getpid()
-        registry.add(Entry(popen.pid, start_time(popen.pid), role, tuple(argv), me,
-                           start_time(me)))
+        try:
+            registry.add(Entry(popen.pid, start_time(popen.pid), role, tuple(argv), me,
+                               start_time(me)))
+        except BaseException:
+            # Interrupted, or the registry cannot be written: a process nobody recorded could
+            # not be stopped by a later run or `autotune cleanup`, so it does not stay.
+            stop_pids([popen.pid], grace=1.0)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=1)
+            raise
     log.debug("started %s pid %d: %s", role, popen.pid, " ".join(argv))
     return Process(popen, role, registry, log_path)
 

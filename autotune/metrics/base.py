@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from autotune.live import Live, Window
 
@@ -52,3 +52,20 @@ class MetricSource(Protocol):
     ) -> dict[str, Reading]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class RangeSource(Protocol):
+    """A metric source that can also give a query's values over time (the report's heat maps).
+
+    ``read_range`` evaluates ``query`` every ``step`` seconds from ``window.start + step`` to
+    ``window.end`` and returns the series as Prometheus' ``query_range`` does (each with
+    ``metric`` and ``values``), or ``Unavailable`` with the reason. ``scrape_interval``: seconds
+    between samples, which bounds the step (an ``increase`` needs two samples).
+    """
+
+    @property
+    def scrape_interval(self) -> float: ...
+
+    def read_range(self, query: str, window: Window,
+                   step: float) -> list[dict[str, Any]] | Unavailable: ...

@@ -20,6 +20,7 @@ a window starts, every pod of the candidate must have been scraped successfully
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import os
@@ -57,20 +58,26 @@ def _auth_headers(config: Prometheus) -> dict[str, str]:
         token = os.environ.get(config.token_env)
         if token is None:
             raise MetricsError(f"prometheus.token_env: the variable {config.token_env} is not set")
+        token = token.strip()  # a secret mounted from a file often ends with a newline
     elif config.token_file:
         try:
             token = Path(config.token_file).read_text().strip()
         except OSError as e:
             raise MetricsError(f"prometheus.token_file: cannot read it: {e.strerror}") from None
+    if token and not token.isprintable():
+        # Never in the message: requests' own error would quote the whole header.
+        raise MetricsError("prometheus.token_env/token_file: the token contains a control "
+                           "character (a line break inside it?)")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return headers
 
 
-def interpret(result: Any, query: str) -> Reading:
-    """One query's ``data.result`` as a number, or the reason it is not one."""
+def interpret(result: Any, query: str, at: float | None = None) -> Reading:
+    """One query's ``data.result`` as a number, or the reason it is not one. An answer
+    evaluated at another time than ``at`` (a lagging replica, a result cache) is not one."""
     if isinstance(result, list) and len(result) == 2 and not isinstance(result[0], dict):
-        value = float(result[1])  # a scalar: [time, "value"]
+        stamp, value = float(result[0]), float(result[1])  # a scalar: [time, "value"]
     elif isinstance(result, list):
         if not result:
             return Unavailable(f"no series for {query}")
@@ -78,9 +85,12 @@ def interpret(result: Any, query: str) -> Reading:
             labels = [r.get("metric", {}) for r in result[:3]]
             return Unavailable(f"{len(result)} series where one was expected (e.g. {labels}); "
                                "aggregate with sum()/max() or narrow the selector")
-        value = float(result[0]["value"][1])
+        stamp, value = float(result[0]["value"][0]), float(result[0]["value"][1])
     else:
         return Unavailable(f"unexpected result {result!r}")
+    if at is not None and abs(stamp - at) > 0.002:
+        return Unavailable(f"stale answer: evaluated at {stamp:.3f}, not at {at:.3f} as asked "
+                           "(a lagging replica or a result cache in front of Prometheus?)")
     if math.isnan(value) or math.isinf(value):
         return Unavailable(f"{value} (e.g. no requests or no GC cycle in the window)")
     return value
@@ -208,7 +218,8 @@ class PrometheusSource:
             self._session = session
             # One quick HTTP-level retry: read() has its own retry of a failed query, and the
             # library's default (3 retries, backoff 1 s) spent 6 s per query on a dead server.
-            retry = Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504))
+            # Not after a read timeout: that query already cost prometheus.timeout.
+            retry = Retry(total=1, read=0, backoff_factor=0.2, status_forcelist=(502, 503, 504))
             self._client = PrometheusConnect(url=url, headers=_auth_headers(self.config),
                                              session=session, timeout=self.config.timeout,
                                              retry=retry)
@@ -221,7 +232,25 @@ class PrometheusSource:
             return Unavailable(f"query rejected: {str(e)[:300]}")
         except requests.RequestException as e:
             return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {e}")
-        return interpret(result, query)
+        return interpret(result, query, at)
+
+    def read_range(self, query: str, window: Window,
+                   step: float) -> list[dict[str, Any]] | Unavailable:
+        # Called after read(), so the window's data is already in (read waited for it).
+        start = window.start + step
+        try:
+            result = self.client().custom_query_range(
+                query, start_time=dt.datetime.fromtimestamp(start, dt.UTC),
+                end_time=dt.datetime.fromtimestamp(window.end, dt.UTC), step=f"{step:g}",
+                # the library rounds start and end to whole seconds; a window does not
+                params={"start": f"{start:.3f}", "end": f"{window.end:.3f}"})
+        except PrometheusApiClientException as e:
+            return Unavailable(f"query rejected: {str(e)[:300]}")
+        except requests.RequestException as e:
+            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {e}")
+        if not result:
+            return Unavailable(f"no series for {query}")
+        return list(result)
 
     def observe(self, live: Live) -> None:
         if self.embedded is None:
@@ -277,12 +306,20 @@ class PrometheusSource:
         # The next scrape lands within one interval; allow for its duration and ingestion.
         timeout = max(10.0, 2 * self.scrape_interval + 10.0)
 
+        last: Reading = Unavailable("not queried")
+
         def fresh() -> bool:
+            nonlocal last
             last = self._query(f"min(timestamp(up{{{selector}}}))", self.clock.now())
             return isinstance(last, float) and last >= at
 
+        def why() -> str:  # the cause, when Prometheus itself did not answer
+            if isinstance(last, Unavailable):
+                return last.reason
+            return f"its last scrape was at {last:.3f}, the window ended at {at:.3f}"
+
         wait_until(self.clock, fresh, timeout, self._poll, error=lambda _: MetricsError(
-            f"no scrape of the service after the window ended (waited {timeout:g}s)"))
+            f"no scrape of the service after the window ended (waited {timeout:g}s): {why()}"))
 
     def _check_up_before(self, live: Live, at: float) -> None:
         """Every target's latest scrape at ``at`` succeeded (so the window starts covered)."""

@@ -168,6 +168,9 @@ class StudyRunner:
         self._reference: optuna.Study | None = None
         self.design_size = 0
         self._stuck: str | None = None
+        self.stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
+        """Asked before each search trial (with this run's measured trial durations); a
+        reason ends the search (the early-stop rule and the night's budget, ``nightly``)."""
 
     # --- the objective Optuna calls --------------------------------------------------------
 
@@ -362,6 +365,12 @@ class StudyRunner:
                     stop = "every configuration measured"
                     log.info("every configuration of the space has been measured: the search "
                              "stops (confirmation runs re-measure the best)")
+                    break
+                reason = (self.stop_rule(studies, self.trial_seconds)
+                          if self.stop_rule is not None else None)
+                if reason is not None:
+                    stop = reason
+                    log.info("the search stops: %s", reason)
                     break
                 n = len(studies.search.get_trials(deepcopy=False))
                 self.sampler_name, studies.search.sampler = make_sampler(

@@ -7,8 +7,10 @@ A run uses two Optuna studies in one storage:
 - ``<name>:reference``: fixed configurations measured for comparison: the baseline repeats
   (and, later, confirmation re-runs). Each carries its settings in user attrs.
 
-``--new-study`` starts ``<name>@<UTC time>``; the newest study of a name is the current one, and
-older ones are kept.
+``--new-study`` starts ``<name>@<UTC time>``; a run whose environment differs from the current
+study's (``open_for_run``'s ``diverged``, see ``autotune.study.nightly``) starts
+``<name>@<environment id>``. The study of a name created last is the current one; older ones are
+kept.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import socket
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -32,6 +36,10 @@ from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.study.objective import directions
 from autotune.study.space import describe_space
+
+if TYPE_CHECKING:
+    # What BaseStorage.get_all_studies returns; Optuna does not export the name.
+    from optuna.study._frozen import FrozenStudy
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +87,7 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
 
 def redact(url: str) -> str:
     """A storage URL without its password, for messages and records."""
+    url = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", url)  # libpq takes it there too
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         creds, host = rest.rsplit("@", 1)
@@ -93,22 +102,46 @@ class Studies:
     reference: optuna.Study
     storage: RDBStorage
     url: str
+    previous: optuna.Study | None = None
+    """The study this run's new one replaced because its environment differed (else None)."""
+    created: bool = False
+    """This call created the search study (rather than resuming or joining it)."""
 
     @property
     def name(self) -> str:
         return self.search.study_name
 
 
+def experiment_studies(storage: RDBStorage, base: str) -> list[FrozenStudy]:
+    """The search studies of an experiment (``<base>`` and ``<base>@...``), oldest first. Their
+    user attrs come along; their trials do not (cheap on a storage with many studies)."""
+    return [s for s in storage.get_all_studies()
+            if (s.study_name == base or s.study_name.startswith(base + "@"))
+            and not s.study_name.endswith(REFERENCE_SUFFIX)]
+
+
+def _current(storage: RDBStorage, base: str) -> FrozenStudy | None:
+    # Creation order, not the first trial's start: a study created a moment ago has no trial
+    # yet (or only queued ones) and is still the newest.
+    return max(experiment_studies(storage, base), key=lambda s: s._study_id, default=None)
+
+
 def _current_name(storage: RDBStorage, base: str) -> str | None:
-    candidates = [
-        s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-        if (s.study_name == base or s.study_name.startswith(base + "@"))
-        and not s.study_name.endswith(REFERENCE_SUFFIX)
-    ]
-    if not candidates:
-        return None
-    newest = max(candidates, key=lambda s: (s.datetime_start or dt.datetime.min, s._study_id))
-    return newest.study_name
+    current = _current(storage, base)
+    return None if current is None else current.study_name
+
+
+def _replacement_name(storage: RDBStorage, base: str, suffix: str, after: int) -> str:
+    """``<base>@<suffix>``, or ``.2``, ``.3``... when an older study (an environment the target
+    had before, and left) holds that name. One created after ``after`` (the study being
+    replaced) is another worker's replacement for the same environment: join it."""
+    taken = {s.study_name: s._study_id for s in experiment_studies(storage, base)}
+    n = 1
+    while True:
+        name = f"{base}@{suffix}" + (f".{n}" if n > 1 else "")
+        if name not in taken or taken[name] > after:
+            return name
+        n += 1
 
 
 def fingerprint(exp: Experiment) -> dict[str, Any]:
@@ -139,27 +172,46 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changes
 
 
-def open_for_run(exp: Experiment, url: str, *, new_study: bool = False) -> Studies:
+def open_for_run(
+    exp: Experiment, url: str, *, new_study: bool = False,
+    diverged: Callable[[optuna.Study], str | None] | None = None,
+) -> Studies:
+    """The studies this run continues, or new ones.
+
+    ``diverged(current)`` decides whether the current study (same experiment) is continued:
+    None continues it; a suffix starts ``<name>@<suffix>`` instead (the current one is kept and
+    returned as ``previous``).
+    """
     storage = open_storage(url, exp.study.heartbeat)
-    current = _current_name(storage, exp.name)
+    current = _current(storage, exp.name)
     fp = fingerprint(exp)
+    search: optuna.Study | None = None
+    previous = None
+    name = exp.name
     if current is not None and not new_study:
-        search = optuna.load_study(study_name=current, storage=storage)
-        changes = _differences(search.user_attrs.get("fingerprint", {}), fp)
+        loaded = optuna.load_study(study_name=current.study_name, storage=storage)
+        changes = _differences(loaded.user_attrs.get("fingerprint", {}), fp)
         if changes:
             raise StudyError(
-                [f"the study {current!r} in {redact(url)} was started with a different "
-                 f"experiment: {c}" for c in changes]
+                [f"the study {current.study_name!r} in {redact(url)} was started with a "
+                 f"different experiment: {c}" for c in changes]
                 + ["run with --new-study to start a new study (the old one is kept), or use "
                    "--storage to put it elsewhere"]
             )
-    else:
-        name = exp.name
-        if current is not None:
-            name = f"{exp.name}@{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
+        suffix = diverged(loaded) if diverged is not None else None
+        if suffix is None:
+            search = loaded
+        else:
+            previous = loaded
+            name = _replacement_name(storage, exp.name, suffix, current._study_id)
+    elif current is not None:
+        name = f"{exp.name}@{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    created = False
+    if search is None:
         try:
             search = optuna.create_study(study_name=name, storage=storage,
                                          directions=directions(exp))
+            created = True
         except optuna.exceptions.DuplicatedStudyError:
             # Another worker created it a moment ago: join it (it has the same fingerprint
             # unless the experiment files differ, which the next run will report).
@@ -171,7 +223,8 @@ def open_for_run(exp: Experiment, url: str, *, new_study: bool = False) -> Studi
         study_name=search.study_name + REFERENCE_SUFFIX, storage=storage,
         directions=directions(exp), load_if_exists=True,
     )
-    return Studies(search=search, reference=reference, storage=storage, url=url)
+    return Studies(search=search, reference=reference, storage=storage, url=url,
+                   previous=previous, created=created)
 
 
 def open_existing(exp: Experiment, url: str) -> Studies:

@@ -18,7 +18,8 @@ from autotune.errors import AutotuneError, MetricsError
 from autotune.experiment.models import Burst, Experiment
 from autotune.live import Live, Window
 from autotune.metrics import promql
-from autotune.metrics.base import MetricSource, Unavailable
+from autotune.metrics.base import MetricSource, RangeSource, Reading, Unavailable
+from autotune.study import insight
 from autotune.study.interrupts import shielded
 from autotune.targets.base import Env, NoiseProbe, Target
 
@@ -97,7 +98,7 @@ def measure(
             clock.sleep(exp.measure.warmup)
         window = _measure_guarded(exp, backends, live, clock, labels, record, phases)
         with phases("read"):
-            return _read(exp, backends.source, live, window, record)
+            return _read(exp, backends.source, backends.target, live, window, record)
     except TrialFailed:
         raise
     except AutotuneError as e:
@@ -197,14 +198,27 @@ def _stressed_window(
 
 
 def _read(
-    exp: Experiment, source: MetricSource, live: Live, window: Window, record: dict[str, Any]
+    exp: Experiment, source: MetricSource, target: Target, live: Live, window: Window,
+    record: dict[str, Any],
 ) -> dict[str, float]:
     values = {"selector": promql.render_selector(live.scope),
               "window": promql.render_window(window.seconds)}
-    queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics}
+    queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
+               if exp.metric(name).query}
     record["queries"] = queries
     record["window"] = {"start": window.start, "end": window.end, "seconds": window.seconds}
-    readings = source.read(queries, window, live)
+    readings: dict[str, Reading] = dict(source.read(queries, window, live))
+    if exp.measure.schedtrace_period is not None:
+        record["schedtrace"] = insight.scheduler(exp, target, live, window)
+        summary = record["schedtrace"].get("summary") or {}
+        why = record["schedtrace"].get("unavailable", "not computed from this trace")
+        for name in exp.metrics:
+            figure = exp.metric(name).schedtrace
+            if figure is not None:
+                readings[name] = (summary[figure] if figure in summary
+                                  else Unavailable(f"schedtrace: {why}"))
+    if exp.measure.insight and isinstance(source, RangeSource):  # Prometheus, not a simulation
+        record["insight"] = insight.collect(exp, source, live, window)
     metrics: dict[str, float] = {}
     unavailable: dict[str, str] = {}
     for name in exp.metrics:

@@ -21,9 +21,10 @@ Contract (checked by tests/contract/test_target_contract.py for every implementa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from autotune.live import Live
+from autotune.insight.schedtrace import Trace
+from autotune.live import Live, Window
 
 Env = Mapping[str, str | None]
 
@@ -48,3 +49,11 @@ class Target(Protocol):
     def cleanup(self) -> list[str]: ...
 
     def noise_probe(self) -> NoiseProbe | None: ...
+
+
+@runtime_checkable
+class SchedtraceReader(Protocol):
+    """A target that runs the service with ``GODEBUG=schedtrace`` (``measure.schedtrace``) and
+    can hand back the lines printed during a window, parsed; or the reason it cannot."""
+
+    def schedtrace(self, live: Live, window: Window) -> Trace | str: ...

@@ -316,6 +316,7 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	pw.Histogram("http_request_duration_seconds",
 		"Duration of the demo work handler (GET / and /work), server side.", s.latency)
 	s.runtime.write(&pw)
+	writeCFS(&pw)
 	pw.Gauge("demo_forcegc_interval_ms", "Configured FORCEGC_INTERVAL_MS (0 = forced GC off).",
 		float64(s.cfg.forceGCInterval.Milliseconds()))
 	pw.Gauge("demo_live_heap_target_mb", "Configured DEMO_LIVE_HEAP_MB.", float64(s.cfg.liveHeapMB))
