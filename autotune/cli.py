@@ -1,5 +1,5 @@
 """argv -> calls -> exit code. Exit codes: 0 ok, 1 experiment/config error, 2 usage,
-3 internal error, 130 interrupted."""
+3 internal error, 4 drift detected (``run --fail-on-drift``), 130 interrupted."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from autotune.study.interrupts import Interrupted, signals_as_exceptions
 log = logging.getLogger("autotune")
 
 EXIT_OK, EXIT_CONFIG, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_DRIFT = 4
 
 DESCRIPTION = """\
 Find the Go runtime settings (GOMAXPROCS, GOGC, GOMEMLIMIT, a forced-GC interval, ...) that
@@ -37,9 +38,13 @@ examples:
   autotune status experiments/local.yaml --json
   autotune report experiments/local.yaml             # report.md/.html/.json + plots
   autotune export experiments/api.yaml --format kustomize > patch.yaml
+  autotune export experiments/api.yaml --format kustomize --write-to gitops/   # only on ADOPT
+  autotune run experiments/api.yaml --fail-on-drift   # nightly: exit 4 when production drifted
+  autotune history experiments/api.yaml               # night by night, + history.{md,json,png}
   autotune cleanup experiments/local.yaml             # remove stress/processes a dead run left
 
-exit codes: 0 ok, 1 invalid experiment or unusable study, 2 usage, 3 internal error,
+exit codes: 0 ok, 1 invalid experiment or unusable study (export: nothing to export),
+2 usage, 3 internal error, 4 drift detected (run --fail-on-drift),
 130 interrupted (the running trial is recorded as FAIL and retried on resume).
 """
 
@@ -75,7 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
     p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
     p.add_argument("--no-confirm", action="store_true",
-                   help="skip the confirmation re-runs of the top candidates at the end")
+                   help="skip the re-measurements: the confirmation of the top candidates at "
+                        "the end and the drift check")
+    p.add_argument("--fail-on-drift", action="store_true",
+                   help=f"exit {EXIT_DRIFT} when the drift check finds production significantly "
+                        "better than the last adopted recommendation (for alerting)")
     _confirm_options(p)
 
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
@@ -113,6 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", required=True, choices=["kustomize", "env", "json", "helm-values"])
     p.add_argument("--force", action="store_true",
                    help="export the best candidate even when the verdict is not 'adopt'")
+    p.add_argument("--write-to", metavar="DIR",
+                   help="on ADOPT, write DIR/<experiment>-patch.yaml (.env, .json, "
+                        "-values.yaml) for a GitOps pipeline instead of printing; rewritten "
+                        "only when the variables change; not with --force")
+
+    p = add("history", "each night's study, environment, verdict, recommendation and objective; "
+                       "also writes history.{md,json,png}")
+    p.add_argument("file")
+    p.add_argument("--storage")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--out", help="directory for history.{md,json,png} (default results/<name>/)")
 
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
     p.add_argument("file", nargs="?", help="experiment file (its own leftovers)")
@@ -212,31 +232,30 @@ def _verdict_text(exp: Experiment, studies: Any) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from autotune.progress import RichProgress
+    from autotune.study import nightly
     from autotune.study import storage as st
-    from autotune.study.confirm import confirm
     from autotune.study.status import run_text, status_data
 
     exp, digest = _load(args.file)
-    studies = st.open_for_run(exp, st.storage_url(exp, args.storage), new_study=args.new_study)
+    options = nightly.NightOptions(
+        budget=args.trials or exp.study.trials, new_study=args.new_study,
+        confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra)
     progress = None
     try:
         with signals_as_exceptions():
             runner, progress = _runner(exp, digest, args.plain, args.context)
-            result = runner.run(studies, args.trials or exp.study.trials)
-            confirmed = (result.stop_reason in ("budget reached", "every configuration measured")
-                         and not args.no_confirm)
-            if confirmed:
-                confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
-                        seed=exp.study.seed, extra=args.extra)
+            night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
-    print(run_text(result, status_data(exp, studies), str(st.results_dir(exp))))
-    if confirmed:
-        print(_verdict_text(exp, studies))
+    print(run_text(night.result, status_data(exp, night.studies), str(st.results_dir(exp))))
+    if night.confirmed:
+        print(f"verdict: {night.verdict['verdict'].upper()} - {night.verdict['reason']}")
     else:
         print("no confirmation runs: `autotune confirm` re-measures the top candidates")
-    return EXIT_OK
+    for line in night.lines():
+        print(line)
+    return EXIT_DRIFT if args.fail_on_drift and night.drift.status == "drifted" else EXIT_OK
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
@@ -277,14 +296,41 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from autotune.report import build_report, export
+    from autotune.report.export import write_to
     from autotune.study import storage as st
 
+    if args.write_to is not None and args.force:
+        print("export: --write-to promotes adopted recommendations only; it does not take "
+              "--force", file=sys.stderr)
+        return EXIT_USAGE
     exp, _ = _load(args.file)
     studies = st.open_existing(exp, st.storage_url(exp, args.storage))
     text, code = export(build_report(exp, studies), args.format, force=args.force)
-    print(text, file=sys.stdout if code == 0 else sys.stderr)
+    if code != 0 or args.write_to is None:
+        print(text, file=sys.stdout if code == 0 else sys.stderr)
+        return code
+    path, written = write_to(Path(args.write_to), exp.name, args.format, text)
+    print(f"wrote {path}" if written else f"unchanged {path} (same variables)")
     return code
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from autotune.report import history
+    from autotune.study import storage as st
+
+    exp, _ = _load(args.file)
+    nights = history.load(exp, st.storage_url(exp, args.storage))
+    written = history.write(nights, Path(args.out) if args.out else st.results_dir(exp))
+    print(history.to_json(nights) if args.json else history.text(nights), end="" if args.json
+          else "\n")
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -350,6 +396,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "confirm": cmd_confirm,
     "report": cmd_report,
     "export": cmd_export,
+    "history": cmd_history,
 }
 
 

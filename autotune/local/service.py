@@ -14,6 +14,7 @@ With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibra
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -28,7 +29,8 @@ from autotune import pids
 from autotune.clock import Clock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
-from autotune.live import Live, Matcher
+from autotune.insight import schedtrace
+from autotune.live import Live, Matcher, Window
 from autotune.local import calibrate, cgroups, proc
 from autotune.local.cgroups import CpuLimit
 from autotune.local.ports import free_port, port_free
@@ -89,6 +91,8 @@ class LocalService:
         rate = self.spec.load.rate
         self.load_rate: float | None = None if rate == "auto" else float(rate)
         self._created = False
+        self._log_offset = 0
+        self._started_wall = 0.0
         self._plan_next()
 
     def resolve(self, workload: str) -> Path:
@@ -193,9 +197,18 @@ class LocalService:
             full.pop(p.env_var, None)  # "unset" must mean unset, whatever the caller's shell has
         full.update(self.spec.env)
         full.update({k: v for k, v in env.items() if v is not None})
+        period = self.exp.measure.schedtrace_period
+        if period is not None:
+            full["GODEBUG"] = schedtrace.merge_godebug(full.get("GODEBUG"),
+                                                       max(1, round(period * 1000)))
         return full
 
     def _start_service(self, env: Env, port: int) -> proc.Process:
+        log_path = self.logs / "service.log"
+        # Where this generation's output starts, and when its runtime's clock started (the
+        # SCHED lines count milliseconds from there): to cut a window out of the log.
+        self._log_offset = log_path.stat().st_size if log_path.exists() else 0
+        self._started_wall = self.clock.now()
         service = proc.start(
             self._argv(port), role="service", env=self._service_env(env), cwd=self.spec.cwd,
             registry=self.registry, log_path=self.logs / "service.log",
@@ -388,6 +401,26 @@ class LocalService:
         if self.loadgen is None or not self.loadgen.running():
             raise TargetError("the load generator exited during the window")
         return {}
+
+    def schedtrace(self, live: Live, window: Window) -> schedtrace.Trace | str:
+        """The SCHED lines the service printed during ``window`` (``measure.schedtrace``),
+        with times re-based to the window's start."""
+        if self.exp.measure.schedtrace_period is None:
+            return "measure.schedtrace is off"
+        if self.service is None or live.details.get("generation") != self.generation:
+            return "the service that ran in the window is gone"
+        path = self.logs / "service.log"
+        with path.open("rb") as f:
+            f.seek(self._log_offset)
+            text = f.read().decode(errors="replace")
+        parser = schedtrace.Parser()
+        samples = parser.feed(text)  # not close(): the line being written is not cut off
+        inside = []
+        for s in samples:
+            at = self._started_wall + s.at_ms / 1000
+            if window.start <= at <= window.end:
+                inside.append(dataclasses.replace(s, at_ms=round((at - window.start) * 1000)))
+        return schedtrace.Trace(tuple(inside), parser.skipped, tuple(parser.reasons))
 
     def _stop_children(self) -> None:
         running = [p for p in (self.loadgen, self.service) if p is not None]

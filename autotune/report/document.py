@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from autotune.experiment.models import Setting
 from autotune.report import significance as sig
-from autotune.report.model import Configuration, MetricSummary, Report, TrialRow
+from autotune.report.model import Configuration, MetricSummary, Report, SchedulerRow, TrialRow
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ def build(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
     blocks += _verdict(report)
     blocks += _candidates(report, figures)
     blocks += _configurations(report, figures)
+    blocks += _scheduler(report, figures)
     blocks += _search(report, figures, primary.metric)
     blocks += _environment(report)
     blocks += _failures(report)
@@ -168,6 +169,42 @@ def _configurations(report: Report, figures: Mapping[str, Figure]) -> list[Block
     elif not report.diagnostics:
         out.append(Paragraph("The experiment declares no diagnostic metric besides the "
                              "objective."))
+    return out
+
+
+def _scheduler(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
+    """Inside the Go scheduler: why the chosen configuration wins, from measured figures."""
+    insight = report.insight
+    if insight is None:
+        return []
+    out: list[Block] = [Heading(2, "Inside the Go scheduler"), Paragraph(insight.explanation)]
+
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+
+    def overflow(r: SchedulerRow) -> str:
+        if r.overflow_runs is None:
+            return "not traced"
+        longest = f", longest {r.overflow_longest:.1f} s" if r.overflow_runs else ""
+        return f"{r.overflow_runs} of {r.traced_runs} runs{longest}"
+
+    out.append(Paragraph(
+        "Medians over each configuration's runs. Throttled: share of CFS periods in which the "
+        "cgroup was throttled. GC CPU: GC's share of the CPU the program used; P idle: idle "
+        "share of GOMAXPROCS x time (/cpu/classes). Run queue: runnable goroutines (global + "
+        "local queues), p99.9 over the window (schedtrace). Overflow: runs in which that p99.9 "
+        "stayed at or above 128 per P for 2.5 s or more (autotune/insight/overflow.py). "
+        "'-': not measured."))
+    out.append(Table(
+        ("configuration", "GOMAXPROCS", "throttled", "GC CPU", "P idle", "sched p99",
+         "run queue p99.9", "overflow"),
+        tuple((r.label, "-" if r.gomaxprocs is None else str(r.gomaxprocs),
+               share(r.throttled_share), share(r.gc_cpu_share), share(r.idle_share),
+               value(r.sched_p99, "s"), "-" if r.runq_p999 is None else f"{r.runq_p999:g}",
+               overflow(r)) for r in insight.rows)))
+    for kind in ("sched_heat", "gc_heat", "cpu_breakdown"):
+        if kind in figures:
+            out.append(figures[kind])
     return out
 
 

@@ -3,12 +3,20 @@ Helm values snippet.
 
 Only a verdict of "adopt" is exported unless ``force``; the text then says it was forced (a YAML
 or env comment, a JSON field) so a forced export cannot pass for a recommendation.
+
+``write_to`` drops an adopted export into a directory a GitOps pipeline watches
+(``<experiment>-patch.yaml``, ``<experiment>.env``, ``<experiment>.json``,
+``<experiment>-values.yaml``). The file is replaced atomically, and only when what it would apply
+changes (the variables, not the evidence in its comments), so the pipeline sees a change only
+when there is something new to promote.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -119,6 +127,39 @@ def as_json(report: Report, chosen: Configuration) -> str:
             "container": report.deployment.container},
     }
     return json.dumps(data, indent=2) + "\n"
+
+
+FILENAMES = {"kustomize": "{name}-patch.yaml", "env": "{name}.env", "json": "{name}.json",
+             "helm-values": "{name}-values.yaml"}
+
+
+def filename(experiment: str, fmt: str) -> str:
+    return FILENAMES[fmt].format(name=experiment)
+
+
+def applied(text: str, fmt: str) -> Any:
+    """What an export would apply, without the evidence around it (comments; the JSON's
+    numbers): two nights that recommend the same thing give equal results."""
+    if fmt == "json":
+        data = json.loads(text)
+        return {k: data.get(k) for k in ("env", "unset", "deployment", "forced")}
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def write_to(directory: Path, experiment: str, fmt: str, text: str) -> tuple[Path, bool]:
+    """Write an export into ``directory``; return the path and whether it was (re)written."""
+    path = directory / filename(experiment, fmt)
+    try:
+        if applied(path.read_text(encoding="utf-8"), fmt) == applied(text, fmt):
+            return path, False
+    except (OSError, ValueError):
+        pass  # absent or unreadable: write it
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    # A pipeline polling the directory never sees half a file.
+    os.replace(tmp, path)
+    return path, True
 
 
 RENDERERS: dict[str, Callable[[Report, Configuration], str]] = {

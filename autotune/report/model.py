@@ -167,6 +167,40 @@ class HistoryPoint:
 
 
 @dataclass(frozen=True)
+class SchedulerRow:
+    """What one configuration did inside the Go runtime (medians over its runs; None: no run
+    recorded it). Shares are 0..1; ``cpu`` in cores, from /cpu/classes."""
+
+    id: str
+    label: str
+    runs: int
+    throttled_share: float | None
+    gc_cpu_share: float | None
+    idle_share: float | None
+    cpu: dict[str, float]
+    overflow_runs: int | None
+    """Runs whose run-queue overflow detector fired (None: no schedtrace)."""
+    traced_runs: int
+    overflow_longest: float | None
+    runq_p999: float | None
+    sched_p99: float | None
+    gomaxprocs: int | None
+
+
+@dataclass(frozen=True)
+class Insight:
+    rows: tuple[SchedulerRow, ...]
+    """The baseline, the compared candidates, and the worst configuration measured."""
+    explanation: str
+    """Built only from figures in ``rows`` (autotune/insight/explain.py)."""
+    chosen: str
+    worst: str | None
+    heat: dict[str, dict[str, Any]]
+    """Per histogram (sched_latency, gc_pause): the baseline's and the chosen one's heat (one
+    run each, nearest to its median), as stored by the trial."""
+
+
+@dataclass(frozen=True)
 class Counts:
     budget: int
     search_complete: int
@@ -216,6 +250,8 @@ class Report:
     """Declared metrics that are not part of an objective."""
     failures: tuple[Failure, ...]
     trials: tuple[TrialRow, ...]
+    insight: Insight | None = None
+    """Inside the Go scheduler (None: nothing was recorded, e.g. a simulated target)."""
     schema: int = SCHEMA_VERSION
 
     def configuration(self, config_id: str | None) -> Configuration | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.experiment.models import Experiment
+from autotune.report import scheduler
 from autotune.report import significance as sig
 from autotune.report.environment import environment
 from autotune.report.model import (
@@ -80,6 +81,13 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         )
     search = [r for r in rows if r.study == "search"]
     chosen = next((c for c in candidates if c.id == decision.chosen), None)
+    measured: dict[str, list[TrialRow]] = {}
+    for r in search:
+        if r.state == "COMPLETE" and r.values:
+            measured.setdefault(settings_key(r.settings), []).append(r)
+    everything = [_configuration(exp, f"#{min(r.number for r in runs)}",
+                                 min(r.number for r in runs), runs, (), ())
+                  for runs in measured.values()]
     return Report(
         experiment=exp.name,
         description=exp.description,
@@ -126,6 +134,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         failures=tuple(Failure(r.study, r.number, r.kind, r.settings, r.failure or "unknown")
                        for r in rows if r.state == "FAIL"),
         trials=rows,
+        insight=scheduler.build(exp, baseline, candidates, decision.chosen, everything,
+                                data.details, data.attrs.get("target") or {}),
     )
 
 

@@ -112,7 +112,7 @@ class Studies:
         return self.search.study_name
 
 
-def experiment_studies(storage: RDBStorage, base: str) -> list[FrozenStudy]:
+def experiment_studies(storage: optuna.storages.BaseStorage, base: str) -> list[FrozenStudy]:
     """The search studies of an experiment (``<base>`` and ``<base>@...``), oldest first. Their
     user attrs come along; their trials do not (cheap on a storage with many studies)."""
     return [s for s in storage.get_all_studies()

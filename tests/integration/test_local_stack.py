@@ -156,7 +156,9 @@ def _ours_alive(tmp: Path) -> list[str]:
 
 def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    exp = _local_experiment(tmp_path)
+    exp = _local_experiment(tmp_path, measure={
+        "warmup": "2s", "window": "5s", "schedtrace": True,
+        "noise_guard": {"max_foreign_cores": 1.5, "retries": 1}})
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(exp), "--plain", "--no-confirm"]) == 0
     out = capsys.readouterr().out
@@ -176,6 +178,20 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         assert m["gomaxprocs"] >= 1 and m["gc_rate"] > 0
         assert rec["injections"] and rec["injections"][0]["in_cgroup"] is True
         assert rec["live"]["isolation"] == _expected_isolation(), rec["live"]
+        # Inside the scheduler: schedtrace lines of the window (100 ms apart), heat maps and
+        # the CPU breakdown from the same Prometheus, throttling from the demo's cgroup.
+        trace = rec["schedtrace"]
+        assert 40 <= len(trace["series"]["t_ms"]) <= 52, trace.get("unavailable")
+        assert all(0 <= t <= 5000 for t in trace["series"]["t_ms"])
+        assert trace["skipped"] == 0 and "fired" in trace["overflow"]
+        assert trace["summary"]["threads_max"] >= 2
+        insight = rec["insight"]
+        assert set(insight["heat"]) == {"sched_latency", "gc_pause"}, insight["unavailable"]
+        assert len(insight["heat"]["sched_latency"]["t"]) >= 2
+        cpu = insight["cpu"]
+        assert {"user", "gc", "idle", "total", "throttled_share"} <= cpu.keys(), insight
+        assert 0 < cpu["throttled_share"] <= 1  # 2 x 25% stress in a 1-CPU quota
+        assert 0 < cpu["user"] < cpu["total"]
     baseline = records[0]
     assert baseline["kind"] == "baseline"
     # GOMAXPROCS unset under a 1-CPU quota: Go >= 1.25 picks max(2, ceil(1)) = 2.

@@ -79,6 +79,7 @@ class Builder:
         *,
         unavailable: dict[str, str] | None = None,
         failure: str | None = None,
+        record_extra: dict[str, Any] | None = None,
         **attrs: Any,
     ) -> int:
         """One trial with a record like the loop writes; ``metrics`` None means it failed."""
@@ -93,7 +94,7 @@ class Builder:
             "live": {"go_version": "go1.25.4", "pods": ["api-7d9f-abcde"]},
             "phases": {"apply": 12.0, "warmup": 20.0, "inject": 1.5, "measure": 60.0,
                        "recover": 2.0, "read": 0.2},
-            "finished": self.clock + 96.0, "seconds": 96.0,
+            "finished": self.clock + 96.0, "seconds": 96.0, **(record_extra or {}),
         }
         user_attrs: dict[str, Any] = {"kind": kind, "settings": settings, **attrs}
         if failure is not None:  # on a COMPLETE trial: inherited from the attempt it retried

@@ -66,6 +66,7 @@ type config struct {
 	liveHeapMB      int
 	workUS          int
 	workIters       int // 0 = derive from workUS by calibration
+	fanout          int // goroutines sharing one request's work (scatter-gather)
 	allocKB         int
 	forceGCInterval time.Duration
 	debugPprof      bool
@@ -96,11 +97,15 @@ func loadConfig() (config, error) {
 		{"DEMO_WORK_US", defaultWorkUS, &c.workUS},
 		{"DEMO_WORK_ITERS", 0, &c.workIters},
 		{"DEMO_ALLOC_KB", defaultAllocKB, &c.allocKB},
+		{"DEMO_FANOUT", 1, &c.fanout},
 		{"FORCEGC_INTERVAL_MS", 0, &ms},
 	} {
 		if *e.dst, err = envInt(e.name, e.def); err != nil {
 			return c, err
 		}
+	}
+	if c.fanout < 1 {
+		return c, fmt.Errorf("DEMO_FANOUT=%d: must be >= 1", c.fanout)
 	}
 	c.forceGCInterval = time.Duration(ms) * time.Millisecond
 	if c.debugPprof, err = envDebugPprof(); err != nil {
@@ -275,7 +280,7 @@ func (s *server) handleWork(w http.ResponseWriter, r *http.Request) {
 	defer s.inFlight.Add(-1)
 
 	seed := rand.Uint64()
-	sum := spin(s.workIters, seed)
+	sum := s.work(seed)
 
 	vals := make([]int64, sortLen)
 	for i := range vals {
@@ -300,6 +305,33 @@ func (s *server) handleWork(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
 	s.latency.Observe(time.Since(start))
+}
+
+// work spins the request's CPU work, split over cfg.fanout goroutines that all must finish (a
+// scatter-gather handler): with a fan-out, a CPU-starved process piles runnable goroutines up
+// in its run queues, which is what schedtrace and the overflow detector look at.
+func (s *server) work(seed uint64) [32]byte {
+	n := s.cfg.fanout
+	if n <= 1 {
+		return spin(s.workIters, seed)
+	}
+	parts := make([][32]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i] = spin(s.workIters/n+1, seed+uint64(i))
+		}()
+	}
+	wg.Wait()
+	var sum [32]byte
+	for _, p := range parts {
+		for j := range sum {
+			sum[j] ^= p[j]
+		}
+	}
+	return sum
 }
 
 func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,214 @@
+"""Night by night: each run's study, environment, verdict, recommendation and primary objective,
+read from the night records (``autotune.study.nightly``), as a table, a Markdown section, JSON
+and a plot over time.
+
+``write`` puts ``history.md``, ``history.json`` and ``history.png`` in a directory (by default
+next to the report); the Markdown is a self-contained section that a report can include.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import StudyError
+from autotune.experiment.models import Experiment, Setting
+from autotune.study import nightly
+from autotune.study import storage as st
+
+PLOT = "history.png"
+
+
+@dataclass(frozen=True)
+class NightRow:
+    night: str
+    started: str
+    finished: str | None
+    status: str
+    """running (or killed), finished, interrupted, failed."""
+    study: str
+    environment: str | None
+    """The environment id (``nightly.environment_id``)."""
+    opened: str | None
+    """new, continued, new environment."""
+    changes: tuple[str, ...]
+    warm_started: int
+    search_trials: int | None
+    stop: str | None
+    verdict: str | None
+    configuration: str | None
+    """The recommendation (adopt), else the most promising candidate; its id in the study."""
+    settings: dict[str, Setting] | None
+    metric: str | None
+    unit: str
+    candidate: float | None
+    """Median of the primary objective over the configuration's runs."""
+    baseline: float | None
+    improvement: float | None
+    ci95: tuple[float | None, float | None] | None
+    drift: str | None
+    drift_text: str | None
+
+
+def rows(records: Sequence[Mapping[str, Any]]) -> list[NightRow]:
+    """One row per night record, oldest first. Pure; a field a record lacks stays None."""
+    out = []
+    for r in sorted(records, key=lambda r: str(r.get("started", ""))):
+        verdict = r.get("verdict") or {}
+        chosen = verdict.get("candidate") or {}
+        drift = r.get("drift") or {}
+        env = r.get("environment") or {}
+        ci = verdict.get("ci95")
+        out.append(NightRow(
+            night=str(r.get("night")), started=str(r.get("started", "")),
+            finished=r.get("finished"), status=str(r.get("status", "running")),
+            study=str(r.get("study")), environment=env.get("id"), opened=r.get("opened"),
+            changes=tuple(r.get("changes") or ()), warm_started=len(r.get("warm_start") or ()),
+            search_trials=r.get("search_trials"), stop=r.get("stop"),
+            verdict=verdict.get("verdict"), configuration=chosen.get("id"),
+            settings=chosen.get("settings"), metric=verdict.get("metric"),
+            unit=str(verdict.get("unit") or ""), candidate=verdict.get("candidate_median"),
+            baseline=verdict.get("baseline_median"), improvement=verdict.get("improvement"),
+            ci95=None if ci is None else (ci[0], ci[1]),
+            drift=drift.get("status"), drift_text=drift.get("text"),
+        ))
+    return out
+
+
+def load(exp: Experiment, url: str) -> list[NightRow]:
+    storage = st.open_storage(url, exp.study.heartbeat)
+    if not st.experiment_studies(storage, exp.name):
+        raise StudyError([f"no study named {exp.name!r} in {st.redact(url)}: "
+                          "run `autotune run` with this experiment first"])
+    return rows(nightly.nights(storage, exp.name))
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+def _value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v * 1000:.3g} ms" if abs(v) < 1 else f"{v:.3g} s"
+    return f"{v:.4g}{(' ' + unit) if unit else ''}"
+
+
+def _settings(settings: Mapping[str, Setting] | None) -> str:
+    if not settings:
+        return "-"
+    return " ".join(f"{k}={'unset' if v is None else v}" for k, v in settings.items())
+
+
+def _objective(r: NightRow) -> str:
+    if r.candidate is None and r.baseline is None:
+        return "-"
+    text = f"{_value(r.candidate, r.unit)} vs {_value(r.baseline, r.unit)}"
+    if r.improvement is not None:
+        text += f" ({r.improvement:+.1%}"
+        if r.ci95 is not None and r.ci95[0] is not None and r.ci95[1] is not None:
+            text += f", CI {r.ci95[0]:+.1%}..{r.ci95[1]:+.1%}"
+        text += ")"
+    return text
+
+
+def _when(r: NightRow) -> str:
+    return r.started.replace("T", " ")[:16] if r.started else "-"
+
+
+def _verdict(r: NightRow) -> str:
+    if r.status != "finished":
+        return f"({r.status})"
+    return (r.verdict or "-").upper()
+
+
+def _opened(r: NightRow) -> str:
+    if r.opened == "new environment":
+        return f"new env, warm {r.warm_started}" if r.warm_started else "new env"
+    return r.opened or "-"
+
+
+def table(history: Sequence[NightRow]) -> list[list[str]]:
+    """Header and one row per night: what the terminal and the Markdown show."""
+    metric = next((r.metric for r in reversed(history) if r.metric), "objective")
+    head = ["night (UTC)", "study", "env", "opened", "trials", "verdict", "configuration",
+            f"{metric}: it vs baseline", "drift"]
+    body = [[_when(r), r.study, r.environment or "-", _opened(r),
+             "-" if r.search_trials is None else str(r.search_trials), _verdict(r),
+             "-" if r.configuration is None else f"{r.configuration} {_settings(r.settings)}",
+             _objective(r), r.drift or "-"] for r in history]
+    return [head, *body]
+
+
+def text(history: Sequence[NightRow]) -> str:
+    if not history:
+        return "no nights recorded yet (runs before nightly records have none)"
+    cells = table(history)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for r in history:
+        if r.changes:
+            lines.append(f"{_when(r)}: environment changed: {'; '.join(r.changes)}")
+        if r.drift in ("drifted", "inconclusive", "still best") and r.drift_text:
+            lines.append(f"{_when(r)}: {r.drift_text}")
+    return "\n".join(lines)
+
+
+def markdown(history: Sequence[NightRow], plot: str | None = PLOT) -> str:
+    """The report section: the plot, the table, what changed and what the drift checks said."""
+    out = ["## Night by night", ""]
+    if not history:
+        return "\n".join([*out, "No nights recorded yet.", ""])
+    if plot is not None:
+        out += [f"![Primary objective night by night]({plot})", ""]
+    cells = table(history)
+    out.append("| " + " | ".join(cells[0]) + " |")
+    out.append("|" + "---|" * len(cells[0]))
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells[1:]]
+    notes = [f"- {_when(r)}: environment changed ({'; '.join(r.changes)}): new study "
+             f"{r.study}" for r in history if r.changes]
+    notes += [f"- {_when(r)}: {r.drift_text}" for r in history
+              if r.drift_text and r.drift != "skipped"]
+    notes += [f"- {_when(r)}: the search stopped: {r.stop}" for r in history
+              if r.stop and r.stop.startswith(("converged", "night budget"))]
+    if notes:
+        out += ["", *notes]
+    out += ["", "Configuration: the recommendation when the verdict is ADOPT, else the most "
+            "promising candidate. Its objective is the median of its runs against the "
+            "baseline's, with the relative improvement and its 95% bootstrap interval.", ""]
+    return "\n".join(out)
+
+
+def to_json(history: Sequence[NightRow]) -> str:
+    return json.dumps([asdict(r) for r in history], indent=2) + "\n"
+
+
+def _write(path: Path, content: str) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write(history: Sequence[NightRow], out_dir: Path) -> list[Path]:
+    """history.md, history.json and, when matplotlib is installed, history.png."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot: str | None = PLOT
+    try:
+        from autotune.report import plot_history
+    except ImportError:
+        plot = None
+        (out_dir / PLOT).unlink(missing_ok=True)
+    written = []
+    if plot is not None:
+        fig = plot_history.figure(history)
+        fig.savefig(out_dir / PLOT, dpi=100)
+        written.append(out_dir / PLOT)
+    written.insert(0, _write(out_dir / "history.json", to_json(history)))
+    written.insert(0, _write(out_dir / "history.md", markdown(history, plot)))
+    return written
