@@ -197,6 +197,8 @@ class LocalService:
             full.pop(p.env_var, None)  # "unset" must mean unset, whatever the caller's shell has
         full.update(self.spec.env)
         full.update({k: v for k, v in env.items() if v is not None})
+        if self.exp.measure.capture:
+            full["DEBUG_PPROF"] = "1"  # the demo mounts net/http/pprof for the captures
         period = self.exp.measure.schedtrace_period
         if period is not None:
             full["GODEBUG"] = schedtrace.merge_godebug(full.get("GODEBUG"),

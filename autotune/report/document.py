@@ -176,7 +176,7 @@ def _scheduler(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
     """Inside the Go scheduler: why the chosen configuration wins, from measured figures."""
     insight = report.insight
     if insight is None:
-        return []
+        return _captures(report)
     out: list[Block] = [Heading(2, "Inside the Go scheduler"), Paragraph(insight.explanation)]
 
     def share(x: float | None) -> str:
@@ -205,7 +205,23 @@ def _scheduler(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
     for kind in ("sched_heat", "gc_heat", "cpu_breakdown"):
         if kind in figures:
             out.append(figures[kind])
-    return out
+    return out + _captures(report)
+
+
+def _captures(report: Report) -> list[Block]:
+    if not report.captures:
+        return []
+    items = []
+    for c in report.captures:
+        if c.get("failure"):
+            items.append(f"{c['name']} ({settings(c.get('settings') or {})}): not captured, "
+                         f"{c['failure']}")
+            continue
+        for f in c.get("files") or ():
+            items.append(f"{c['name']} ({settings(c.get('settings') or {})}), {f['kind']} "
+                         f"under stress, {f['seconds']:g} s, {f['bytes']} bytes: "
+                         f"`{f['open_with']}`")
+    return [Heading(3, "Runtime trace and CPU profile"), Bullets(tuple(items))]
 
 
 def _search(report: Report, figures: Mapping[str, Figure], metric: str) -> list[Block]:

@@ -136,6 +136,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         trials=rows,
         insight=scheduler.build(exp, baseline, candidates, decision.chosen, everything,
                                 data.details, data.attrs.get("target") or {}),
+        captures=tuple(dict(c) for c in data.attrs.get("captures") or ()),
     )
 
 

@@ -1,0 +1,95 @@
+"""A runtime trace and a CPU profile of the baseline and the recommendation, under stress
+(``measure.capture``), for ``go tool trace`` / ``go tool pprof``.
+
+Each configuration is applied like a trial (the service must expose net/http/pprof: the local
+target starts the demo with ``DEBUG_PPROF=1`` when captures are asked for), warmed up, stressed
+like a measurement window, and captured for at most one window (5 s by default: a trace of a
+busy service grows by megabytes per second). The stress is always removed and the target
+restored. What was captured is kept in the search study's user attr ``captures`` for the report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.chaos.base import Injector
+from autotune.clock import Clock
+from autotune.errors import AutotuneError
+from autotune.experiment.models import Experiment, Setting
+from autotune.insight import capture as fetch
+from autotune.live import Live
+from autotune.study import storage as st
+from autotune.study.interrupts import shielded
+from autotune.study.space import to_env
+from autotune.study.trial import DEAD_MAN_MARGIN, Backends
+
+log = logging.getLogger(__name__)
+
+CAPTURES_ATTR = "captures"
+SECONDS = 5.0
+
+
+def service_url(live: Live) -> str | None:
+    """The service's base URL, from the endpoint Prometheus scrapes (local targets)."""
+    for job, url in live.endpoints.items():
+        if "service" in job:
+            scheme, rest = url.split("://", 1)
+            return f"{scheme}://{rest.split('/', 1)[0]}"
+    return None
+
+
+def _one(exp: Experiment, backends: Backends, clock: Clock, name: str,
+         settings: Mapping[str, Setting], out_dir: Path, seconds: float) -> dict[str, Any]:
+    target, injector = backends.target, backends.injector
+    entry: dict[str, Any] = {"name": name, "settings": dict(settings)}
+    try:
+        live = target.apply(to_env(exp, dict(settings)))
+        url = service_url(live)
+        if url is None:
+            raise AutotuneError("the target does not expose the service's address")
+        clock.sleep(exp.measure.warmup)
+        entry["files"] = _stressed(exp, injector, live, url, name, out_dir, seconds)
+    except AutotuneError as e:
+        entry["failure"] = str(e)
+        log.warning("capture of %s failed: %s", name, e)
+    return entry
+
+
+def _stressed(exp: Experiment, injector: Injector, live: Live, url: str, name: str,
+              out_dir: Path, seconds: float) -> list[dict[str, Any]]:
+    labels = {"app.kubernetes.io/managed-by": "autotune", "autotune/study": exp.name,
+              "autotune/trial": f"capture-{name}"}
+    injection = injector.inject(live, exp.chaos.stress, seconds + DEAD_MAN_MARGIN, labels)
+    try:
+        got = fetch.capture(url, list(exp.measure.capture), seconds, out_dir, name)
+    finally:
+        with shielded():
+            injector.recover(injection)
+    return [{"kind": c.kind, "path": str(c.path), "bytes": c.bytes, "open_with": c.open_with,
+             "seconds": c.seconds} for c in got]
+
+
+def capture_pair(exp: Experiment, studies: st.Studies, backends: Backends, clock: Clock,
+                 recommended: Mapping[str, Setting] | None,
+                 seconds: float | None = None) -> list[dict[str, Any]]:
+    """Capture the baseline and ``recommended`` (when there is one); record and return what was
+    written (per configuration: files, or the failure's reason)."""
+    if not exp.measure.capture:
+        return []
+    seconds = min(seconds or SECONDS, exp.measure.window)
+    out_dir = st.results_dir(exp) / "captures"
+    pairs: Sequence[tuple[str, Mapping[str, Setting]]] = [("baseline", exp.baseline_settings())]
+    if recommended is not None:
+        pairs = [*pairs, ("recommended", recommended)]
+    done = []
+    try:
+        for name, settings in pairs:
+            done.append(_one(exp, backends, clock, name, settings, out_dir, seconds))
+    finally:
+        with shielded():
+            backends.target.restore()
+    studies.search.set_user_attr(CAPTURES_ATTR, done)
+    return done
