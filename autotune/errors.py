@@ -57,9 +57,15 @@ class MetricsError(AutotuneError):
 
 
 class StudyError(AutotuneError):
-    """The persisted study cannot be used as asked (changed space, direction, storage problem)."""
+    """The persisted study cannot be used as asked (changed space, direction, storage problem).
+
+    Carries one line per problem; the message joins them (never a Python list's repr)."""
 
     exit_code = 1
+
+    def __init__(self, problems: Sequence[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
 
 
 class PrerequisiteError(AutotuneError):
