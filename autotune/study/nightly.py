@@ -74,8 +74,8 @@ import hashlib
 import json
 import logging
 import math
-import os
 import random
+import secrets
 import socket
 import statistics
 from collections.abc import Mapping, Sequence
@@ -508,12 +508,12 @@ def drift_skip_reason(exp: Experiment, recommendation: Mapping[str, Any] | None,
         return "no re-measurements in this run (--no-confirm)"
     if recommendation is None:
         return "no earlier night adopted a recommendation"
-    if not in_space(exp, recommendation["settings"]):
-        return (f"the last recommendation ({_settings_text(recommendation['settings'])}) is "
-                "outside the experiment's parameter space")
     if settings_key(recommendation["settings"]) == settings_key(exp.baseline_settings()):
         return ("the last recommendation is the production setting (baseline.params): the "
                 "search's verdict compares it with everything else")
+    if not in_space(exp, recommendation["settings"]):
+        return (f"the last recommendation ({_settings_text(recommendation['settings'])}) is "
+                "outside the experiment's parameter space")
     return None
 
 
@@ -657,15 +657,21 @@ class Night:
 
 
 def night_id(now: dt.datetime | None = None) -> str:
+    """The start time, and a random tail: several workers (or runs) may start together."""
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}.{os.getpid()}"
+    return f"{stamp}.{secrets.token_hex(3)}"
+
+
+def _now() -> str:
+    # Microseconds: nights are ordered by their start.
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOptions) -> Night:
     """Open (or replace) the study, check drift, search within the night's budget, confirm,
     judge, and record the night. The runner's backends are used and restored as by ``run``."""
     night = night_id()
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    started = _now()
     try:
         described = runner.backends.target.describe()
         opening = open_night(exp, url, described, budget=options.budget,
@@ -719,14 +725,14 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
         with shielded():
             try:
                 _save(studies, {**record, "status": _status(e),
-                                "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                                "finished": _now(),
                                 "error": str(e) or type(e).__name__})
             except Exception as saving:  # the original error matters more
                 log.error("could not record the night's end: %s", saving)
         raise
     verdict = verdict_record(exp, studies)
     record.update(status="finished",
-                  finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                  finished=_now(),
                   search_trials=completed_search(studies.search) - before,
                   completed=result.completed, stop=result.stop_reason, confirmed=confirmed,
                   verdict=verdict, drift=drift.record())

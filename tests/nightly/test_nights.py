@@ -1,0 +1,194 @@
+"""Nights of the study engine on the simulated world (a fake clock, SQLite): which study a night
+opens, the warm start, the drift check, the early stop, the night's budget and its record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from autotune.errors import StudyError
+from autotune.experiment import Experiment, parse_experiment
+from autotune.simulated import World
+from autotune.study import nightly
+from autotune.study import storage as st
+from autotune.study.loop import DESIGN_ATTR, completed_search
+from autotune.study.space import settings_key
+from tests.nightly.conftest import simulated_doc
+from tests.support.simulated import Rig, rig
+
+
+def _exp(tmp: Path, *, noise: float = 0.02, optimum: dict[str, Any] | None = None,
+         **study: Any) -> Experiment:
+    doc = simulated_doc(**study)
+    doc["name"] = "sim"
+    doc["target"]["simulated"].update(noise=noise, state_file=str(tmp / "world.json"))
+    if optimum is not None:
+        doc["target"]["simulated"]["optimum"] = optimum
+    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    return parse_experiment(yaml.safe_dump(doc))
+
+
+def _night(r: Rig, **options: Any) -> nightly.Night:
+    opts = nightly.NightOptions(**{"budget": r.exp.study.trials, "top": 2, "repeats": 2,
+                                   "extra": 2, **options})
+    return nightly.run_night(r.exp, r.url, r.runner(), opts)
+
+
+def _record(night: nightly.Night) -> dict[str, Any]:
+    rec: dict[str, Any] = night.studies.search.user_attrs[nightly.NIGHT_PREFIX + night.id]
+    return rec
+
+
+def test_first_night_starts_the_study_and_the_next_one_continues_it(tmp_path: Path) -> None:
+    r = rig(tmp_path, _exp(tmp_path))
+    first = _night(r)
+    assert first.opening.opened == "new" and first.studies.name == "sim"
+    recorded = first.studies.search.user_attrs[nightly.ENVIRONMENT_ATTR]
+    assert recorded == first.opening.environment.record()
+    assert recorded["fields"]["noise"] == 0.02
+    rec = _record(first)
+    assert rec["status"] == "finished" and rec["search_trials"] == 6
+    assert rec["verdict"]["verdict"] == first.verdict["verdict"]
+    assert first.drift.status == "skipped"
+
+    second = _night(r)
+    assert second.opening.opened == "continued" and second.studies.name == "sim"
+    assert _record(second)["search_trials"] == 0
+    assert second.budget.text() == "the study's search budget is spent: no search tonight"
+    assert len(nightly.nights(second.studies.storage, "sim")) == 2
+
+
+def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
+        tmp_path: Path) -> None:
+    r1 = rig(tmp_path, _exp(tmp_path))
+    first = _night(r1)
+    assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
+    adopted = first.verdict["candidate"]["settings"]
+    old_trials = len(first.studies.search.get_trials())
+
+    r2 = rig(tmp_path, _exp(tmp_path, noise=0.03))
+    second = _night(r2)
+    o = second.opening
+    assert o.opened == "new environment" and o.previous == "sim"
+    assert second.studies.name == f"sim@{o.environment.id}"
+    assert o.changes == ("noise: 0.02 -> 0.03",)
+    # The adopted recommendation first, then the old study's best, then the design around them.
+    warm = [w["settings"] for w in o.warm_start]
+    assert warm[0] == adopted and len(warm) == nightly.WARM_START
+    search = sorted(second.studies.search.get_trials(), key=lambda t: t.number)
+    assert [t.user_attrs["origin"] for t in search[:3]] == ["warm-start"] * 3
+    assert [t.params for t in search[:3]] == warm
+    planned = second.studies.search.user_attrs[DESIGN_ATTR]
+    assert [p["origin"] for p in planned[:3]] == ["warm-start"] * 3
+    assert all(p["origin"] in ("prior", "design") for p in planned[3:])
+    assert len({settings_key(p["settings"]) for p in planned}) == len(planned)
+    attr = second.studies.search.user_attrs[nightly.WARM_START_ATTR]
+    assert attr["from"] == "sim" and attr["changes"] == ["noise: 0.02 -> 0.03"]
+    # The old study is kept as it was, and is no longer the current one.
+    old = optuna.load_study(study_name="sim", storage=r1.url)
+    assert len(old.get_trials()) == old_trials
+    assert st.open_existing(r2.exp, r2.url).name == second.studies.name
+    # Tonight's drift check measured the adopted settings against production, interleaved.
+    assert second.drift.status == "still best", second.drift.text
+    drift = [t for t in second.studies.reference.get_trials()
+             if t.user_attrs.get("kind") == "drift"]
+    by_round: dict[int, set[str]] = {}
+    for t in drift:
+        by_round.setdefault(t.user_attrs["round"], set()).add(t.user_attrs["candidate"])
+    assert by_round == {1: {"production", "recommendation"}, 2: {"production", "recommendation"}}
+    assert {settings_key(t.user_attrs["settings"]) for t in drift
+            if t.user_attrs["candidate"] == "recommendation"} == {settings_key(adopted)}
+
+
+def test_drift_is_reported_when_production_became_better(tmp_path: Path) -> None:
+    r1 = rig(tmp_path, _exp(tmp_path))
+    first = _night(r1)
+    assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
+    # The service changed under the same environment (not something the target reports):
+    # production's settings (GOMAXPROCS unset = 8, no forced GC) are now the best.
+    r2 = rig(tmp_path, _exp(tmp_path, optimum={"GOMAXPROCS": 8, "gc": 0}))
+    second = _night(r2)
+    assert second.opening.opened == "continued"
+    assert second.drift.status == "drifted", second.drift.text
+    assert second.drift.text.startswith("drifted: production (GOMAXPROCS=unset gc=0) is now "
+                                        "significantly better than the last recommendation")
+    assert _record(second)["drift"]["status"] == "drifted"
+
+
+def test_an_environment_seen_before_gets_a_new_study_of_its_own(tmp_path: Path) -> None:
+    names = []
+    for noise in (0.02, 0.03, 0.02, 0.03):
+        r = rig(tmp_path, _exp(tmp_path, noise=noise, trials=2))
+        names.append(_night(r, confirm=False).studies.name)
+    a = nightly.environment(_exp(tmp_path), {"kind": "simulated", "noise": 0.02}).id
+    b = nightly.environment(_exp(tmp_path), {"kind": "simulated", "noise": 0.03}).id
+    assert names == ["sim", f"sim@{b}", f"sim@{a}", f"sim@{b}.2"]
+
+
+def test_a_study_from_before_night_records_is_continued_and_gets_its_environment(
+        tmp_path: Path) -> None:
+    r = rig(tmp_path, _exp(tmp_path, trials=2))
+    r.run()  # the engine alone, as before: no environment recorded
+    assert nightly.ENVIRONMENT_ATTR not in r.studies().search.user_attrs
+    night = _night(r, confirm=False)
+    assert night.opening.opened == "continued" and night.studies.name == "sim"
+    assert nightly.ENVIRONMENT_ATTR in night.studies.search.user_attrs
+
+
+def test_the_early_stop_ends_the_search_and_a_resumed_study_stays_stopped(
+        tmp_path: Path) -> None:
+    exp = _exp(tmp_path, noise=0.0, trials=40, early_stop=3)
+    r = rig(tmp_path, exp)
+    night = _night(r, confirm=False)
+    reason = night.result.stop_reason
+    assert reason.startswith("converged: the best"), reason
+    done = completed_search(night.studies.search)
+    assert done < 40
+    # The rule holds on what was recorded: the last 3 search trials were the sampler's and
+    # none beat the best before them (noise 0: by anything at all).
+    points = nightly.search_points(exp, night.studies.search)
+    assert [p.origin for p in points[-3:]] == ["sampler"] * 3
+    before = min(p.value for p in points[:-3] if p.value is not None)
+    assert all(p.value is None or p.value >= before for p in points[-3:])
+
+    again = _night(r, confirm=False)
+    assert again.result.stop_reason == reason
+    assert completed_search(again.studies.search) == done
+
+
+def test_the_night_fits_its_deadline_confirmation_and_drift_check_included(
+        tmp_path: Path) -> None:
+    r1 = rig(tmp_path, _exp(tmp_path, trials=6))
+    assert _night(r1).verdict["verdict"] == "adopt"
+    exp = _exp(tmp_path, noise=0.03, trials=200, deadline="6m")
+    r2 = rig(tmp_path, exp)
+    start = r2.clock.monotonic()
+    night = _night(r2)
+    elapsed = r2.clock.monotonic() - start
+    assert night.result.stop_reason.startswith("night budget"), night.result.stop_reason
+    assert night.drift.status != "skipped" and night.confirmed
+    confirms = [t for t in night.studies.reference.get_trials()
+                if t.user_attrs.get("kind") == "confirm" and t.state == TrialState.COMPLETE]
+    assert len(confirms) >= 2 * 3  # the fixed rounds ran after the search
+    assert elapsed <= 6 * 60, f"the night took {elapsed:.0f}s of its 360s"
+    b = night.budget
+    assert b.reserved == 2 * (2 + 1) + 2 + 2 and b.queued == 3 + 2 * 2
+    assert b.measured.startswith("the longest of the last") and "in sim" in b.measured
+    # Trials take what the last night measured, so the plan made at the start is the night.
+    assert b.search_trials == completed_search(night.studies.search) > 0
+
+
+def test_a_night_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
+    exp = _exp(tmp_path)
+    r = rig(tmp_path, exp)
+    World(tmp_path / "world.json").update(refuse_injection="chaos daemon unreachable")
+    with pytest.raises(StudyError, match="in a row failed"):
+        _night(r)
+    [record] = nightly.nights(st.open_storage(r.url, 10), "sim")
+    assert record["status"] == "failed" and "in a row failed" in record["error"]
+    assert "finished" in record and "verdict" not in record
