@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autotune import __version__
-from autotune.errors import AutotuneError, ExperimentError
+from autotune.errors import AutotuneError, ExperimentError, StudyError
 from autotune.experiment import Experiment, load_experiment
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
 
@@ -214,7 +214,11 @@ def _runner(exp: Experiment, digest: str, plain: bool,
     from autotune.study.loop import StudyRunner
 
     results = st.results_dir(exp)
-    results.mkdir(parents=True, exist_ok=True)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StudyError(f"cannot create the results directory {results}: "
+                         f"{e.strerror or e}") from None
     clock = SystemClock()
     progress = RichProgress() if sys.stderr.isatty() and not plain else PlainProgress()
     backends = build(exp, results, clock, context=context)
@@ -228,6 +232,24 @@ def _verdict_text(exp: Experiment, studies: Any) -> str:
 
     report = build_report(exp, studies)
     return f"verdict: {report.verdict.upper()} - {report.reason}"
+
+
+def _capture(exp: Experiment, studies: Any, runner: Any) -> None:
+    """``measure.capture``: a trace and a CPU profile of the baseline and the recommendation."""
+    if not exp.measure.capture:
+        return
+    from autotune.report import build_report
+    from autotune.study.capture import capture_pair
+
+    report = build_report(exp, studies)
+    chosen = next((c for c in report.candidates if c.id == report.recommendation), None)
+    done = capture_pair(exp, studies, runner.backends, runner.clock,
+                        chosen.settings if chosen is not None else None)
+    for c in done:
+        for f in c.get("files") or ():
+            print(f"captured {c['name']} {f['kind']}: {f['open_with']}")
+        if c.get("failure"):
+            print(f"capture of {c['name']} failed: {c['failure']}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -245,6 +267,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with signals_as_exceptions():
             runner, progress = _runner(exp, digest, args.plain, args.context)
             night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options)
+            if night.confirmed:
+                _capture(exp, night.studies, runner)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
@@ -271,6 +295,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
             runner, progress = _runner(exp, digest, args.plain, args.context)
             done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
                            seed=exp.study.seed, extra=args.extra)
+            _capture(exp, studies, runner)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
@@ -428,9 +453,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interrupted ({name}); stress removed and target restored; "
               "run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception:
+    except Exception as e:
+        failure = _storage_failure(e)
+        if failure is not None:
+            print(f"error: the study storage failed: {failure}; the trials completed so far are "
+                  "kept: run the same command again once it is fixed", file=sys.stderr)
+            return EXIT_CONFIG
         log.exception("internal error (a bug in autotune; please report it with this trace)")
         return EXIT_INTERNAL
+
+
+def _storage_failure(e: BaseException) -> str | None:
+    """The database's own words if ``e`` came from the study storage (locked, disk full)."""
+    import sqlite3
+
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, sqlite3.Error) or type(seen).__module__.startswith("psycopg2"):
+            return str(seen).strip().splitlines()[0]
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 if __name__ == "__main__":

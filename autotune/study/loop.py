@@ -22,7 +22,7 @@ from autotune.errors import StressNotRecovered, StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design
 from autotune.study import storage as st
-from autotune.study.interrupts import Interrupted, shielded
+from autotune.study.interrupts import Interrupted, deliver_pending, shielded
 from autotune.study.journal import Journal
 from autotune.study.objective import score
 from autotune.study.samplers import REPAIRED_ATTR, make_sampler, measured_everything
@@ -168,6 +168,7 @@ class StudyRunner:
         self._reference: optuna.Study | None = None
         self.design_size = 0
         self._stuck: str | None = None
+        self._journal_error: StudyError | None = None
         self.stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
         """Asked before each search trial (with this run's measured trial durations); a
         reason ends the search (the early-stop rule and the night's budget, ``nightly``)."""
@@ -235,11 +236,16 @@ class StudyRunner:
         finally:
             record["finished"] = self.clock.now()
             record["seconds"] = round(self.clock.monotonic() - t0, 3)
-            with shielded():
+            # A signal now is delivered once Optuna has recorded the trial (_run_one), and a
+            # journal that cannot be written stops the run then: neither may fail a measured trial.
+            with shielded(deliver=False):
                 trial.set_user_attr("record", record)
                 if record.get("failure"):
                     trial.set_user_attr("failure", record["failure"])
-                self.journal.append(record)
+                try:
+                    self.journal.append(record)
+                except StudyError as e:
+                    self._journal_error = e
 
     def _baseline_rate(self) -> float | None:
         """The median served request rate (``measure.load``) of the baseline so far."""
@@ -302,6 +308,9 @@ class StudyRunner:
             self.failures_in_a_row.append(str(last.user_attrs.get("failure", "unknown")))
         best = best_summary(self.exp, self._search) if self._search is not None else None
         self.progress.trial_finished(last.user_attrs.get("record", trial_summary(last)), best)
+        deliver_pending()
+        if self._journal_error is not None:
+            raise self._journal_error
         return last
 
     def _describe_again(self, studies: st.Studies, described: dict[str, Any]) -> dict[str, Any]:

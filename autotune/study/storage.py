@@ -80,7 +80,9 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
         except Exception as e:  # SQLAlchemy raises many types for a bad URL or a dead server
             # Workers starting together race to create the schema; the loser retries.
             if attempt == 2 or "already exists" not in str(e):
-                raise StudyError([f"cannot open the study storage {redact(url)}: {e}"]) from None
+                cause = getattr(e, "orig", None) or e  # the database's words, not the SQL
+                raise StudyError([f"cannot open the study storage {redact(url)}: {cause}"]) \
+                    from None
             time.sleep(0.5)
     raise AssertionError("unreachable")
 
@@ -190,7 +192,15 @@ def open_for_run(
     name = exp.name
     if current is not None and not new_study:
         loaded = optuna.load_study(study_name=current.study_name, storage=storage)
-        changes = _differences(loaded.user_attrs.get("fingerprint", {}), fp)
+        recorded = loaded.user_attrs.get("fingerprint")
+        if (recorded is None and not loaded.get_trials(deepcopy=False)
+                and [d.name.lower() for d in loaded.directions] == directions(exp)):
+            # A run killed between creating the study and recording what it is for.
+            loaded.set_user_attr("fingerprint", fp)
+            loaded.set_user_attr("experiment", exp.name)
+            loaded.set_user_attr("autotune_version", __version__)
+            recorded = fp
+        changes = _differences(recorded or {}, fp)
         if changes:
             raise StudyError(
                 [f"the study {current.study_name!r} in {redact(url)} was started with a "

@@ -204,11 +204,7 @@ def test_kill_round(seed: int, built: None, tmp_path: Path) -> None:
         assert not changed, f"completed trials changed: {changed}"
         assert ks.count(after, "RUNNING") == 0, after
         assert ks.count(after, "COMPLETE", "search") >= budget, (after, out[-3000:])
-        if only_journal:
-            # The kill came while a measured trial was being recorded (journal written, Optuna
-            # not told yet): see test_signal_while_a_finished_trial_is_recorded_keeps_it.
-            pytest.xfail(f"known defect (loop.py, recording window): journal COMPLETE, study "
-                         f"not: {only_journal}")
+        assert not only_journal, f"journal COMPLETE, study not: {only_journal}"
     finally:
         row["seconds"] = time.monotonic() - t0
         if run is not None:
@@ -281,10 +277,6 @@ def _script(tmp: Path, script: str, sig: str, args: list[str]) -> tuple[int, str
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-@pytest.mark.xfail(strict=True, reason=(
-    "loop.py: objective()'s finally records the finished trial inside shielded(), which raises "
-    "the deferred signal at its end and so replaces the trial's return value: the journal says "
-    "COMPLETE, the study FAIL (retried, measured again)"))
 def test_signal_while_a_finished_trial_is_recorded_keeps_it(sig: str, tmp_path: Path) -> None:
     exp = _simulated(tmp_path)
     url = f"sqlite:///{tmp_path}/study.db"
@@ -299,10 +291,6 @@ def test_signal_while_a_finished_trial_is_recorded_keeps_it(sig: str, tmp_path: 
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
-@pytest.mark.xfail(strict=True, reason=(
-    "storage.py: open_for_run() creates the study, then records its fingerprint in another "
-    "transaction; a run killed in between leaves a study without one, and every later run is "
-    "refused ('started with a different experiment: objective changed from None None ...')"))
 def test_kill_before_the_study_records_its_experiment_can_resume(sig: str,
                                                                  tmp_path: Path) -> None:
     exp = _simulated(tmp_path)

@@ -83,7 +83,7 @@ def test_a_broken_metric_query_is_unavailable_with_its_reason(
 
 
 def _require(condition: bool, what: str) -> None:
-    """A precondition of an xfail test: a RuntimeError, so that a broken setup fails the test
+    """A precondition of a test: a RuntimeError, so that a broken setup fails the test
     instead of passing for the expected failure (those are ``raises=AssertionError``)."""
     if not condition:
         raise RuntimeError(what)

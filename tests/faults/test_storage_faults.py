@@ -4,8 +4,7 @@ the study database.
 
 What is expected of `autotune run` each time: exit 1 with a message that says what is wrong (no
 traceback, not exit 3), in a bounded time, and every trial completed before is still COMPLETE.
-Each scenario runs once (module fixture); what works today and what does not are separate tests,
-the latter ``xfail(strict=True)`` naming the defect.
+Each scenario runs once (module fixture); each expectation is its own test.
 """
 
 from __future__ import annotations
@@ -40,20 +39,6 @@ time.sleep(float(sys.argv[2]))
 c.execute("ROLLBACK")
 """
 
-DEFECT_STUDY_ERROR_TEXT = (
-    "errors.py/cli.py: a StudyError is printed as a Python list repr (error: ['...\\n[SQL: ...]"
-    "']) because StudyError has no .problems; storage.py puts the whole SQLAlchemy text (SQL, "
-    "link) in it")
-DEFECT_JOURNAL_LOSES_TRIAL = (
-    "loop.py: a journal write that fails in objective()'s finally replaces the trial's result, "
-    "so the trial measured when the results directory became unwritable is FAIL (no reason, "
-    "not retried)")
-DEFECT_RESULTS_MKDIR = (
-    "cli.py: _runner()'s results.mkdir() raises OSError (read-only file system) -> exit 3 "
-    "with a traceback")
-DEFECT_STORAGE_ERROR_EXIT_3 = (
-    "cli.py/loop.py: an SQLite error inside Optuna (database or disk is full) escapes as "
-    "StorageInternalError -> exit 3 with a traceback")
 
 
 def _experiment(tmp: Path, warmup: str = "50ms", window: str = "100ms") -> Path:
@@ -143,7 +128,6 @@ def test_locked_database_exits_1_in_bounded_time(locked: dict[str, Any]) -> None
     assert ks.count(locked["after"], "RUNNING") == 0
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT_STUDY_ERROR_TEXT)
 def test_locked_database_message_is_plain_text(locked: dict[str, Any]) -> None:
     errors = [line for line in locked["out"].splitlines() if line.startswith("error:")]
     assert errors, locked["out"]
@@ -201,12 +185,10 @@ def test_read_only_results_dir_exits_1(read_only_results: dict[str, Any]) -> Non
     assert ks.count(read_only_results["after"], "RUNNING") == 0
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT_JOURNAL_LOSES_TRIAL)
 def test_read_only_results_dir_fails_no_trial(read_only_results: dict[str, Any]) -> None:
     assert ks.count(read_only_results["after"], "FAIL") == 0, read_only_results["after"]
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT_RESULTS_MKDIR)
 def test_read_only_results_parent_exits_1(tmp_path: Path) -> None:
     """``results/`` itself read-only, ``results/<name>`` not there yet (a first run)."""
     _experiment(tmp_path)
@@ -283,7 +265,6 @@ def test_full_results_disk_exits_1_and_leaves_no_torn_line(full_results: dict[st
         assert full_results["after"][key][0] == "COMPLETE", (key, full_results["after"])
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT_JOURNAL_LOSES_TRIAL)
 def test_full_results_disk_fails_no_trial(full_results: dict[str, Any]) -> None:
     assert ks.count(full_results["after"], "FAIL") == 0, full_results["after"]
 
@@ -322,7 +303,6 @@ def test_full_database_disk_keeps_completed_trials(full_database: dict[str, Any]
     assert ks.count(d["final"], "RUNNING") == 0
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT_STORAGE_ERROR_EXIT_3)
 def test_full_database_disk_exits_1(full_database: dict[str, Any]) -> None:
     assert full_database["code"] == 1, full_database["out"][-3000:]
     _no_traceback(full_database["out"])
