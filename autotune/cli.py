@@ -28,7 +28,12 @@ a window from Prometheus and removes the stress again. Results persist in an Opt
 re-running a command resumes it. A study starts from your own candidates (study.enqueue), a
 Go-aware prior (GOMAXPROCS at the CPU limit, GOGC raised) and a space-filling design, never
 measures a configuration twice, and ends with interleaved confirmation rounds that go on while
-the best candidate is not separated from the runner-up or the baseline.
+the best candidate is not separated from the runner-up or the baseline. Each trial also
+records what happened inside the Go scheduler (scheduling-latency and GC-pause heat maps, CPU
+classes, CFS throttling; with measure.schedtrace the run queues and an overflow detector), and
+the report explains the verdict from those figures. Run nightly, a study continues while the
+environment's fingerprint is unchanged, starts a warm-started one when it changes, re-checks
+the last recommendation against production (--fail-on-drift) and keeps a history.
 """
 
 EPILOG = """\
@@ -316,6 +321,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else st.results_dir(exp)
     for path in write_report(report, out, studies):
         print(f"wrote {path}")
+    from autotune.report import history
+
+    nights = history.load(exp, st.storage_url(exp, args.storage))
+    if nights:  # the report's "Night by night" section, with its plot and data next to it
+        for path in history.write(nights, out):
+            print(f"wrote {path}")
+        with (out / "report.md").open("a") as f:
+            f.write("\n" + history.markdown(nights))
     print(f"verdict: {report.verdict.upper()} - {report.reason}")
     return EXIT_OK
 

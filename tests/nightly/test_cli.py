@@ -80,6 +80,9 @@ def test_a_changed_fingerprint_is_said_and_the_history_shows_both_studies(
     assert nights[1]["changes"] == ["noise: 0.02 -> 0.04"]
     md = (workdir / "results" / "nightly" / "history.md").read_text()
     assert md.startswith("## Night by night") and "environment changed (noise: 0.02 -> 0.04)" in md
+    assert cli(workdir, "report", "exp.yaml").returncode == 0
+    report = (workdir / "results" / "nightly" / "report.md").read_text()
+    assert "## Night by night" in report and "environment changed (noise" in report
 
 
 def test_nothing_is_promoted_without_adopt_and_never_by_force(workdir: Path) -> None:
