@@ -275,12 +275,23 @@ class KubernetesTarget:
             "image": c.get("image"),
             "cpu_limit": None if limit is None else str(limit),
             "cpu_request": _str_or_none((resources.get("requests") or {}).get("cpu")),
+            "memory_limit": _str_or_none((resources.get("limits") or {}).get("memory")),
+            "image_ids": self._image_ids(dep),
             "env": {v: _shown(env.get(v)) for v in self.variables},
             "gomaxprocs_default": gomaxprocs_note(limit, _value(env.get("GOMAXPROCS"))),
             "on_finish": self.spec.on_finish,
             "autoscaler": self.autoscaler(),
             "replica_changes": REPLICA_CHANGES,
         }
+
+    def _image_ids(self, dep: Obj) -> list[str] | None:
+        """The digests the running pods' container really pulled (``imageID``): a tag can move
+        under the same image reference. None when no pod reports one yet."""
+        with reraise_as(TargetError):
+            items, _ = self.kube.list(self._pods(self._selector(dep)))
+        ids = {str(s["imageID"]) for p in items if is_active(p)
+               if (s := container_status(p, self.spec.container)).get("imageID")}
+        return sorted(ids) or None
 
     def autoscaler(self) -> dict[str, Any] | None:
         """The HorizontalPodAutoscaler that scales this Deployment, if any (its bounds and

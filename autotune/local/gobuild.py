@@ -88,3 +88,37 @@ def build(name: str) -> Path:
         raise PrerequisiteError(f"building {name} with {version} failed:\n{log.strip()}")
     os.replace(tmp, out)
     return out
+
+
+BUILDINFO_MAGIC = b"\xff Go buildinf:"
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while at < len(data):
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    raise ValueError("truncated varint")
+
+
+def binary_facts(path: Path) -> dict[str, str]:
+    """What identifies a built service: its SHA-256, and the Go version it was built with, read
+    from the binary's build info (debug/buildinfo's format since Go 1.18: a 32-byte header whose
+    flags byte 2 means the version string follows inline, length-prefixed). A Go version that
+    cannot be read is left out."""
+    data = path.read_bytes()
+    out = {"binary_sha256": hashlib.sha256(data).hexdigest()}
+    at = data.find(BUILDINFO_MAGIC)
+    if at >= 0 and len(data) > at + 32 and data[at + 15] & 2:
+        try:
+            size, start = _uvarint(data, at + 32)
+            version = data[start:start + size].decode("ascii")
+        except (ValueError, UnicodeDecodeError):
+            return out
+        if version.startswith("go"):
+            out["go_version"] = version
+    return out

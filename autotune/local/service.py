@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
 from autotune.insight import schedtrace
 from autotune.live import Live, Matcher, Window
-from autotune.local import calibrate, cgroups, proc
+from autotune.local import calibrate, cgroups, gobuild, proc
 from autotune.local.cgroups import CpuLimit
 from autotune.local.ports import free_port, port_free
 from autotune.targets.base import Env, NoiseProbe
@@ -125,7 +126,17 @@ class LocalService:
         }
         if self.calibration is not None:
             out["load_calibration"] = self.calibration.record()
+        binary = self._binary()
+        if binary is not None:  # the nightly fingerprint: which build, which Go
+            out.update(gobuild.binary_facts(binary))
         return out
+
+    def _binary(self) -> Path | None:
+        if self.spec.command is None:
+            return self.resolve(self.spec.workload or "demo")
+        found = shutil.which(self.spec.command[0], path=os.environ.get("PATH"))
+        path = Path(found) if found else Path(self.spec.cwd or ".") / self.spec.command[0]
+        return path if path.is_file() else None
 
     # --- ports and generations -------------------------------------------------------------
 

@@ -116,8 +116,10 @@ ESTIMATE_OVERHEAD = 10.0
 """Seconds added to warm-up + window when no trial duration was measured yet (as the loop)."""
 
 TARGET_FIELDS: dict[str, tuple[str, ...]] = {
-    "kubernetes": ("namespace", "deployment", "container", "image", "cpu_limit", "cpu_request"),
-    "local": ("workload", "command", "cpus", "host_cpus", "isolation", "load"),
+    "kubernetes": ("namespace", "deployment", "container", "image", "image_ids", "cpu_limit",
+                   "cpu_request", "memory_limit"),
+    "local": ("workload", "command", "cpus", "host_cpus", "isolation", "load", "binary_sha256",
+              "go_version"),
     "simulated": ("noise",),
 }
 """The ``describe()`` fields that identify an environment, per target kind."""

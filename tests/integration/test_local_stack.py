@@ -432,3 +432,16 @@ def test_capture_takes_a_trace_and_a_profile_of_both_under_stress(
     assert studies.search.user_attrs["captures"] == done
     assert stress_seen == [], "no stress left running"
     assert _ours_alive(tmp_path) == []
+
+
+def test_the_build_is_identified_by_its_hash_and_go_version() -> None:
+    """The nightly fingerprint's local fields: read from the binary before any trial."""
+    import hashlib
+
+    binary = gobuild.build("demo")
+    facts = gobuild.binary_facts(binary)
+    assert facts["binary_sha256"] == hashlib.sha256(binary.read_bytes()).hexdigest()
+    _, _, version = gobuild.go_version(gobuild.find_go())
+    assert facts["go_version"] == version
+    assert gobuild.binary_facts(ROOT / "README.md") == {
+        "binary_sha256": hashlib.sha256((ROOT / "README.md").read_bytes()).hexdigest()}

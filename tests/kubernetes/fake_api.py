@@ -766,7 +766,9 @@ class FakeCluster:
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
                        "containerStatuses": [{"name": c["name"], "containerID": _container_id(),
                                               "restartCount": 0, "ready": True,
-                                              "image": c.get("image")} for c in containers]},
+                                              "image": c.get("image"),
+                                              "imageID": _image_id(c.get("image"))}
+                                             for c in containers]},
         }
 
     def _finish_status(self, dep: Obj, replicas: int, total: int) -> None:
@@ -1069,6 +1071,12 @@ def _resource(plural: str) -> str:
 def _status(code: int, reason: str, message: str) -> Obj:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
+
+
+def _image_id(image: str | None) -> str:
+    """What the kubelet reports: the repository and the digest the runtime pulled for a tag."""
+    digest = hashlib.sha256((image or "").encode()).hexdigest()
+    return f"docker.io/{(image or '').split(':')[0]}@sha256:{digest}"
 
 
 def _now() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -187,9 +188,13 @@ def test_unknown_variable_is_refused(world: World) -> None:
 
 def test_describe(world: World) -> None:
     facts = world.target().describe()
+    # The digest the pods pulled identifies the build (the nightly fingerprint): a tag can move.
+    assert facts.pop("image_ids") == [
+        "docker.io/example/api@sha256:" + hashlib.sha256(b"example/api:1.0").hexdigest()]
     assert facts == {
         "kind": "kubernetes", "namespace": "shop", "deployment": "api", "container": "api",
         "replicas": 2, "image": "example/api:1.0", "cpu_limit": "1", "cpu_request": "500m",
+        "memory_limit": None,
         "env": {"GOMAXPROCS": "8", "FORCEGC_INTERVAL_MS": None},
         "gomaxprocs_default": "GOMAXPROCS=8 is set in the Deployment: the runtime uses it",
         "on_finish": "restore", "autoscaler": None, "replica_changes": REPLICA_CHANGES,

@@ -58,9 +58,12 @@ def test_local_fingerprint_holds_the_load_spec_not_the_calibrated_rate() -> None
     env = nightly.environment(_exp(), LOCAL)
     assert env.fields["load"] == {"rate": "auto", "auto_fraction": 0.3}
     assert "load_rate" not in env.fields and "command" not in env.fields
-    calibrated = {**LOCAL, "load_rate": 188.0, "go_version": "go1.27.1",
-                  "load_calibration": {"capacity": 625}}
+    calibrated = {**LOCAL, "load_rate": 188.0, "load_calibration": {"capacity": 625}}
     assert nightly.environment(_exp(), calibrated).id == env.id
+    # The build is read from the binary before the first trial (local/gobuild.binary_facts).
+    rebuilt = nightly.environment(_exp(), {**LOCAL, "binary_sha256": "ab" * 32,
+                                           "go_version": "go1.27.3"})
+    assert rebuilt.id != env.id and rebuilt.fields["go_version"] == "go1.27.3"
     more_cpu = nightly.environment(_exp(), {**LOCAL, "cpus": 2.0})
     assert more_cpu.id != env.id
     assert nightly.environment_changes(env.fields, more_cpu.fields) == ["cpus: 1.0 -> 2.0"]
