@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autotune.experiment.models import Setting
+from autotune.insight.explain import duration
 from autotune.report import significance as sig
 from autotune.report.model import Configuration, MetricSummary, Report, SchedulerRow, TrialRow
 
@@ -200,7 +201,8 @@ def _scheduler(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
          "run queue p99.9", "overflow"),
         tuple((r.label, "-" if r.gomaxprocs is None else str(r.gomaxprocs),
                share(r.throttled_share), share(r.gc_cpu_share), share(r.idle_share),
-               value(r.sched_p99, "s"), "-" if r.runq_p999 is None else f"{r.runq_p999:g}",
+               "-" if r.sched_p99 is None else duration(r.sched_p99),
+               "-" if r.runq_p999 is None else f"{r.runq_p999:g}",
                overflow(r)) for r in insight.rows)))
     for kind in ("sched_heat", "gc_heat", "cpu_breakdown"):
         if kind in figures:
