@@ -45,7 +45,7 @@ examples:
   autotune export experiments/api.yaml --format kustomize > patch.yaml
   autotune export experiments/api.yaml --format kustomize --write-to gitops/   # only on ADOPT
   autotune run experiments/api.yaml --fail-on-drift   # nightly: exit 4 when production drifted
-  autotune history experiments/api.yaml               # night by night, + history.{md,json,png}
+  autotune history experiments/api.yaml               # night by night, + nights.{md,json,png}
   autotune cleanup experiments/local.yaml             # remove stress/processes a dead run left
 
 exit codes: 0 ok, 1 invalid experiment or unusable study (export: nothing to export),
@@ -133,11 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "only when the variables change; not with --force")
 
     p = add("history", "each night's study, environment, verdict, recommendation and objective; "
-                       "also writes history.{md,json,png}")
+                       "also writes nights.{md,json,png}")
     p.add_argument("file")
     p.add_argument("--storage")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--out", help="directory for history.{md,json,png} (default results/<name>/)")
+    p.add_argument("--out", help="directory for nights.{md,json,png} (default results/<name>/)")
 
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
     p.add_argument("file", nargs="?", help="experiment file (its own leftovers)")

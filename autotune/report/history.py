@@ -2,7 +2,7 @@
 read from the night records (``autotune.study.nightly``), as a table, a Markdown section, JSON
 and a plot over time.
 
-``write`` puts ``history.md``, ``history.json`` and ``history.png`` in a directory (by default
+``write`` puts ``nights.md``, ``nights.json`` and ``nights.png`` in a directory (by default
 next to the report); the Markdown is a self-contained section that a report can include.
 """
 
@@ -20,7 +20,7 @@ from autotune.experiment.models import Experiment, Setting
 from autotune.study import nightly
 from autotune.study import storage as st
 
-PLOT = "history.png"
+PLOT = "nights.png"
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def _write(path: Path, content: str) -> Path:
 
 
 def write(history: Sequence[NightRow], out_dir: Path) -> list[Path]:
-    """history.md, history.json and, when matplotlib is installed, history.png."""
+    """nights.md, nights.json and, when matplotlib is installed, nights.png."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plot: str | None = PLOT
     try:
@@ -209,6 +209,6 @@ def write(history: Sequence[NightRow], out_dir: Path) -> list[Path]:
         fig = plot_history.figure(history)
         fig.savefig(out_dir / PLOT, dpi=100)
         written.append(out_dir / PLOT)
-    written.insert(0, _write(out_dir / "history.json", to_json(history)))
-    written.insert(0, _write(out_dir / "history.md", markdown(history, plot)))
+    written.insert(0, _write(out_dir / "nights.json", to_json(history)))
+    written.insert(0, _write(out_dir / "nights.md", markdown(history, plot)))
     return written

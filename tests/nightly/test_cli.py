@@ -57,7 +57,7 @@ def test_two_nights_drift_alert_history_and_promotion(workdir: Path) -> None:
     assert nights[0]["verdict"] == "adopt" and nights[0]["search_trials"] == 6
     assert nights[0]["candidate"] < nights[0]["baseline"]
     assert len({n["environment"] for n in nights}) == 1
-    for name in ("history.md", "history.json", "history.png"):
+    for name in ("nights.md", "nights.json", "nights.png"):
         assert (workdir / "results" / "nightly" / name).stat().st_size > 0
     table = cli(workdir, "history", "exp.yaml").stdout
     assert table.splitlines()[0].split()[:3] == ["night", "(UTC)", "study"]
@@ -78,7 +78,7 @@ def test_a_changed_fingerprint_is_said_and_the_history_shows_both_studies(
     assert nights[0]["study"] == "nightly" and nights[1]["study"].startswith("nightly@")
     assert nights[1]["opened"] == "new environment" and nights[1]["warm_started"] >= 1
     assert nights[1]["changes"] == ["noise: 0.02 -> 0.04"]
-    md = (workdir / "results" / "nightly" / "history.md").read_text()
+    md = (workdir / "results" / "nightly" / "nights.md").read_text()
     assert md.startswith("## Night by night") and "environment changed (noise: 0.02 -> 0.04)" in md
     assert cli(workdir, "report", "exp.yaml").returncode == 0
     report = (workdir / "results" / "nightly" / "report.md").read_text()

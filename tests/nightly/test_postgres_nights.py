@@ -84,10 +84,10 @@ def test_the_cronjob_script_runs_nights_against_postgres(tmp_path: Path,
     assert "drift: drifted: production" in out
     assert promoted.stat().st_mtime_ns == before, "a drifted night promotes nothing"
 
-    history = json.loads((tmp_path / "results" / "pg-nightly" / "history.json").read_text())
+    history = json.loads((tmp_path / "results" / "pg-nightly" / "nights.json").read_text())
     assert [n["study"] for n in history] == ["pg-nightly", new, new]
     assert [n["drift"] for n in history] == ["skipped", "still best", "drifted"]
-    assert (tmp_path / "results" / "pg-nightly" / "history.png").stat().st_size > 0
+    assert (tmp_path / "results" / "pg-nightly" / "nights.png").stat().st_size > 0
     assert (tmp_path / "results" / "pg-nightly" / "report.md").exists()
 
 
