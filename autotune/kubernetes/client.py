@@ -178,9 +178,10 @@ class Kube:
         version = str(data.get("metadata", {}).get("resourceVersion", ""))
         return list(data.get("items") or []), version
 
-    def get(self, kind: Kind, namespace: str, name: str) -> Obj | None:
-        """The object, or None if it does not exist."""
-        what = f'{kind.resource} "{name}" in namespace "{namespace}"'
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        """The object, or None if it does not exist (``namespace`` None: cluster-scoped)."""
+        what = (f'{kind.resource} "{name}"' if namespace is None
+                else f'{kind.resource} "{name}" in namespace "{namespace}"')
         try:
             return self._json("get", "GET", kind, what, _path(kind, namespace, name))
         except NotFound:

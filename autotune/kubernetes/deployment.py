@@ -36,6 +36,7 @@ from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.objects import (
     AUTOSCALERS,
     DEPLOYMENTS,
+    NODES,
     ORIGINAL_ENV_ANNOTATION,
     POD_TEMPLATE_HASH,
     PODS,
@@ -251,6 +252,8 @@ class KubernetesTarget:
         self.guard = guard or StressGuard()
         self.lease = lease
         """Held from the first change to the Deployment until it is restored."""
+        self.facts: dict[str, Any] = {}
+        """Learnt elsewhere (the Go version the pods report to Prometheus), for describe()."""
         self._original: Original | None = None
 
     @property
@@ -277,12 +280,29 @@ class KubernetesTarget:
             "cpu_request": _str_or_none((resources.get("requests") or {}).get("cpu")),
             "memory_limit": _str_or_none((resources.get("limits") or {}).get("memory")),
             "image_ids": self._image_ids(dep),
+            "node_types": self._node_types(dep),
             "env": {v: _shown(env.get(v)) for v in self.variables},
             "gomaxprocs_default": gomaxprocs_note(limit, _value(env.get("GOMAXPROCS"))),
             "on_finish": self.spec.on_finish,
             "autoscaler": self.autoscaler(),
             "replica_changes": REPLICA_CHANGES,
+            **self.facts,
         }
+
+    def _node_types(self, dep: Obj) -> list[str] | None:
+        """The instance types of the nodes the pods run on (the well-known label
+        ``node.kubernetes.io/instance-type``); None when no node says."""
+        with reraise_as(TargetError):
+            items, _ = self.kube.list(self._pods(self._selector(dep)))
+            nodes = {str(p["spec"]["nodeName"]) for p in items
+                     if is_active(p) and (p.get("spec") or {}).get("nodeName")}
+            types = set()
+            for name in sorted(nodes):
+                node = self.kube.get(NODES, None, name) or {}
+                label = ((node.get("metadata") or {}).get("labels") or {}).get(INSTANCE_TYPE)
+                if label:
+                    types.add(str(label))
+        return sorted(types) or None
 
     def _image_ids(self, dep: Obj) -> list[str] | None:
         """The digests the running pods' container really pulled (``imageID``): a tag can move
@@ -630,6 +650,8 @@ class KubernetesTarget:
                      "pods": details_pods},
         )
 
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
 REPLICA_CHANGES = (
     "measured per pod: each window's queries select the pods present when it started, which "

@@ -42,6 +42,7 @@ REPLICASETS = Kind("apps", "v1", "replicasets", "ReplicaSet")
 PODS = Kind("", "v1", "pods", "Pod")
 EVENTS = Kind("", "v1", "events", "Event")
 AUTOSCALERS = Kind("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+NODES = Kind("", "v1", "nodes", "Node")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 STRESSCHAOS = Kind("chaos-mesh.org", "v1alpha1", "stresschaos", "StressChaos")
 ACCESS_REVIEWS = Kind("authorization.k8s.io", "v1", "selfsubjectaccessreviews",

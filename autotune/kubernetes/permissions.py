@@ -16,6 +16,7 @@ from autotune.kubernetes.objects import (
     DEPLOYMENTS,
     EVENTS,
     LEASES,
+    NODES,
     PODS,
     REPLICASETS,
     STRESSCHAOS,
@@ -54,4 +55,5 @@ NEEDED: tuple[Permission, ...] = (
 # Cluster-scoped, for ``validate --cluster`` only (a ClusterRole in deploy/rbac.yaml).
 CLUSTER_NEEDED: tuple[Permission, ...] = (
     Permission("create", ACCESS_REVIEWS, "stack.validate_cluster: SelfSubjectAccessReview"),
+    Permission("get", NODES, "KubernetesTarget.describe: the pods' node type (fingerprint)"),
 )

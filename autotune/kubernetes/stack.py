@@ -89,6 +89,9 @@ def _source(exp: Experiment, clock: Clock, target: DeploymentTarget) -> Promethe
     problem = source.check_window(exp.measure.window)
     if problem is not None:
         raise ExperimentError([problem])
+    versions = source.go_versions(scope) if scope else []
+    if versions:  # the nightly fingerprint's Go version: what the running pods report
+        target.facts["go_version"] = ", ".join(versions)
     return source
 
 

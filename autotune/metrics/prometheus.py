@@ -193,6 +193,18 @@ class PrometheusSource:
         log.info("Prometheus scrapes every %s: %s", format_duration(found[0]), found[1])
         return found[0]
 
+    def go_versions(self, scope: Sequence[Matcher]) -> list[str]:
+        """The Go versions the service's pods report (client_golang's ``go_info``); empty when
+        none does or Prometheus cannot say."""
+        selector = promql.render_selector(tuple(scope))
+        try:
+            result = self.client().custom_query(f"count by (version) (go_info{{{selector}}})",
+                                                params={"time": f"{self.clock.now():.3f}"})
+        except (PrometheusApiClientException, requests.RequestException):
+            return []
+        return sorted({str(r.get("metric", {}).get("version")) for r in result or []
+                       if isinstance(r, dict) and r.get("metric", {}).get("version")})
+
     def check_window(self, window: float) -> str | None:
         """Why ``window`` is too short for the scrape interval in use, or None."""
         needed = 4 * self.scrape_interval

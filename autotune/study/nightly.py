@@ -117,7 +117,7 @@ ESTIMATE_OVERHEAD = 10.0
 
 TARGET_FIELDS: dict[str, tuple[str, ...]] = {
     "kubernetes": ("namespace", "deployment", "container", "image", "image_ids", "cpu_limit",
-                   "cpu_request", "memory_limit"),
+                   "cpu_request", "memory_limit", "node_types", "go_version"),
     "local": ("workload", "command", "cpus", "host_cpus", "isolation", "load", "binary_sha256",
               "go_version"),
     "simulated": ("noise",),

@@ -197,6 +197,7 @@ def start_world(tmp: Path) -> tuple[World, Callable[[], None]]:
     fake = FakeCluster()
     url = fake.start()
     fake.add_deployment(NAMESPACE, DEPLOYMENT, container=CONTAINER, env=list(ORIGINAL_ENV))
+    fake.add_node("node-1", {"node.kubernetes.io/instance-type": "m5.large"})
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(fake.kubeconfig(url))
     return World(fake, url, kubeconfig, tmp), fake.stop

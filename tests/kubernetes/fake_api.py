@@ -68,7 +68,9 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "stresschaos": ("chaos-mesh.org", "v1alpha1", "StressChaos"),
     "horizontalpodautoscalers": ("autoscaling", "v2", "HorizontalPodAutoscaler"),
     "leases": ("coordination.k8s.io", "v1", "Lease"),
+    "nodes": ("", "v1", "Node"),
 }
+CLUSTER_SCOPED = {"nodes"}
 USER = "system:serviceaccount:autotune:autotune"
 FINALIZER = "chaos-mesh/records"
 MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "volumes": "name",
@@ -307,6 +309,13 @@ class FakeCluster:
                 s["restartCount"] += 1
                 s["containerID"] = _container_id()
             self._store("pods", pod, "MODIFIED")
+
+    def add_node(self, name: str, labels: dict[str, str]) -> Obj:
+        """A Node (cluster-scoped: stored under namespace "")."""
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "namespace": "", "labels": dict(labels)}}
+        with self.cond:
+            return self._store("nodes", node, "ADDED")
 
     def add_hpa(self, namespace: str, deployment: str, *, min_replicas: int = 1,
                 max_replicas: int = 5) -> Obj:
@@ -1049,8 +1058,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 # --- helpers ------------------------------------------------------------------------------
 
-_PATH = re.compile(r"^/apis?/(?:(?P<group>[^/]+)/)?(?P<version>v[^/]+)/namespaces/(?P<ns>[^/]+)/"
-                   r"(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
+_PATH = re.compile(r"^/apis?/(?:(?P<group>[^/]+)/)?(?P<version>v[^/]+)/"
+                   r"(?:namespaces/(?P<ns>[^/]+)/)?(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
 
 
 def _parse_path(path: str) -> tuple[str, str, str | None]:
@@ -1060,7 +1069,9 @@ def _parse_path(path: str) -> tuple[str, str, str | None]:
     group, version, _ = RESOURCES[match["plural"]]
     if path.startswith("/api/") != (group == "") or match["version"] != version:
         raise HttpError(404, "NotFound", "the server could not find the requested resource")
-    return match["plural"], match["ns"], match["name"]
+    if (match["ns"] is None) != (match["plural"] in CLUSTER_SCOPED):
+        raise HttpError(404, "NotFound", "the server could not find the requested resource")
+    return match["plural"], match["ns"] or "", match["name"]
 
 
 def _resource(plural: str) -> str:

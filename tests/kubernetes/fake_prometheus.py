@@ -72,6 +72,8 @@ def answer(query: str, at: float) -> list[dict[str, Any]]:
 
     if "timestamp(up" in query:
         return [series(at + 1)]
+    if "go_info" in query:  # client_golang's go_info{version=...}, one per Go version
+        return [series(2, version="go1.25.4")]
     if "count by (pod)" in query:  # every pod of the candidate is scraped
         pods = re.search(r'pod=~"([^"]*)"', query)
         return [series(len(pods.group(1).split("|")) if pods else 0)]

@@ -145,3 +145,15 @@ def test_validate_live_reads_the_real_scrape_interval(
     with pytest.raises(ExperimentError, match=r"measure.window: 400ms is shorter"):
         cluster.build(exp, world.tmp / "results", world.clock)
 
+
+
+def test_build_learns_the_go_version_the_pods_report(
+        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nightly fingerprint's Go version of a cluster service: client_golang's go_info."""
+    monkeypatch.setenv("PROM_TOKEN", TOKEN)
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
+    backends = cluster.build(exp, world.tmp / "results", world.clock)
+    facts = backends.target.describe()
+    assert facts["go_version"] == "go1.25.4" and facts["node_types"] == ["m5.large"]
+    assert any("go_info" in q for q in prometheus.state.seen)

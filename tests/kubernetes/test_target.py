@@ -194,7 +194,7 @@ def test_describe(world: World) -> None:
     assert facts == {
         "kind": "kubernetes", "namespace": "shop", "deployment": "api", "container": "api",
         "replicas": 2, "image": "example/api:1.0", "cpu_limit": "1", "cpu_request": "500m",
-        "memory_limit": None,
+        "memory_limit": None, "node_types": ["m5.large"],
         "env": {"GOMAXPROCS": "8", "FORCEGC_INTERVAL_MS": None},
         "gomaxprocs_default": "GOMAXPROCS=8 is set in the Deployment: the runtime uses it",
         "on_finish": "restore", "autoscaler": None, "replica_changes": REPLICA_CHANGES,
