@@ -134,11 +134,12 @@ def test_two_local_nights_with_a_changed_cpu_limit(tmp_path: Path, postgres_url:
     fields = old.user_attrs["environment"]["fields"]
     assert fields["target"] == "local" and fields["workload"] == "demo"
     assert fields["cpus"] == 1.0 and isinstance(fields["host_cpus"], int)
-    assert fields["load"]["rate"] == 150 and "go_version" not in fields
+    assert fields["load"]["rate"] == 150
+    # The build, read from the binary before the first trial (local/gobuild.binary_facts).
+    assert fields["go_version"].startswith("go") and len(fields["binary_sha256"]) == 64
     new = optuna.load_study(study_name=nights[1]["study"], storage=postgres_url)
     assert new.user_attrs["environment"]["fields"]["cpus"] == 0.8
     origins = [t.user_attrs.get("origin") for t in sorted(new.get_trials(),
                                                           key=lambda t: t.number)]
     assert origins[0] == "warm-start", origins
-    # The Go version is learned at the first trial: recorded with the target, not fingerprinted.
-    assert str(new.user_attrs["target"].get("go_version", "")).startswith("go")
+    assert new.user_attrs["environment"]["fields"]["go_version"] == fields["go_version"]
