@@ -334,15 +334,19 @@ class PrometheusSource:
             f"no scrape of the service after the window ended (waited {timeout:g}s): {why()}"))
 
     def _check_up_before(self, live: Live, at: float) -> None:
-        """Every target's latest scrape at ``at`` succeeded (so the window starts covered)."""
+        """Every target had a successful scrape in the warm-up before ``at`` (so the window
+        starts covered). Not "the last scrape before ``at`` succeeded": on a busy 2-core
+        machine one scrape of a GOMAXPROCS=1 service under stress can time out (scrape_timeout
+        is the 1 s interval), and the window's rate() does not need that one sample."""
         selector = promql.render_selector(live.scope)
-        up = self._query(f"count(up{{{selector}}} == 1)", at)
+        span = promql.render_window(max(self.warmup, 2 * self.scrape_interval))
+        up = self._query(f"count(max_over_time(up{{{selector}}}[{span}]) == 1)", at)
         if up != len(live.endpoints):
             raise MetricsError(
-                f"not every endpoint of the service was scraped successfully before the window "
-                f"started ({up if isinstance(up, float) else up.reason}; "
+                f"not every endpoint of the service was scraped successfully in the {span} "
+                f"before the window started ({up if isinstance(up, float) else up.reason}; "
                 f"{len(live.endpoints)} wanted): was the warm-up shorter than two scrape "
-                "intervals?")
+                "intervals, or did the service not answer its scrapes?")
 
     def read(self, queries: Mapping[str, str], window: Window, live: Live) -> dict[str, Reading]:
         try:

@@ -298,7 +298,7 @@ class FakeScrapes:
 
     def __call__(self, query: str, at: float) -> Reading:
         self.asked.append((query, at))
-        if query.startswith("count(up"):
+        if query.startswith(("count(up", "count(max_over_time(up")):
             if self.clock.monotonic() < self.known_after:
                 return Unavailable("no series")
             return 2.0
@@ -362,8 +362,8 @@ def test_read_waits_for_a_scrape_after_the_window_then_checks_its_start() -> Non
     waited = 0.3 + RETRY_PAUSE
     assert clock.monotonic() == pytest.approx(waited, abs=source._poll + 1e-9)
     queries = [q for q, _ in scrapes.asked]
-    assert 'count(up{autotune_generation="7"} == 1)' in queries
-    start_check = [at for q, at in scrapes.asked if q.startswith("count(up")]
+    assert 'count(max_over_time(up{autotune_generation="7"}[4s]) == 1)' in queries
+    start_check = [at for q, at in scrapes.asked if q.startswith("count(max_over_time(up")]
     assert start_check == [990.0]
     assert all(at == 1000.0 for q, at in scrapes.asked if q in ("q1", "flaky"))
 
@@ -375,7 +375,8 @@ def test_read_reports_a_window_that_started_before_any_successful_scrape() -> No
     real = scrapes.__call__
 
     def nothing_up_at_start(query: str, at: float) -> Reading:
-        return Unavailable("no series") if query.startswith("count(up") else real(query, at)
+        return (Unavailable("no series") if query.startswith("count(max_over_time(up")
+                else real(query, at))
 
     source._query = nothing_up_at_start  # type: ignore[method-assign]
     out = source.read({"p99": "q1"}, Window(999.0, 1000.0), LIVE)
