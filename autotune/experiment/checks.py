@@ -203,11 +203,10 @@ def _check_measure(exp: Experiment) -> list[str]:
     problems = []
     if exp.measure.window <= 0:
         problems.append("measure.window: must be > 0")
-    if exp.measure.schedtrace_period is not None and exp.target.local is None:
-        problems.append("measure.schedtrace: only local targets for now (a cluster's would come "
-                        "from the pods' logs, which autotune does not read yet)")
     if exp.measure.capture and exp.target.local is None:
-        problems.append("measure.capture: only local targets for now")
+        problems.append("measure.capture: only local targets for now (a cluster's pprof would "
+                        "need the pods/proxy subresource; capture by hand with kubectl "
+                        "port-forward and go tool trace)")
     load = exp.measure.load
     if load is not None and load.metric not in exp.metrics:
         problems.append(f"measure.load.metric: unknown metric {load.metric!r} "

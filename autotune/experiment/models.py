@@ -276,6 +276,12 @@ class Measure(Model):
             return 0.1
         return float(self.schedtrace)
 
+    @property
+    def schedtrace_ms(self) -> int | None:
+        """The GODEBUG=schedtrace=<ms> value, or None when off."""
+        period = self.schedtrace_period
+        return None if period is None else max(1, round(period * 1000))
+
 
 SCHEDTRACE_METRICS = ("runq_global_p999", "runq_global_max", "runq_local_max",
                       "runq_total_p999", "idle_procs_mean", "threads_max", "spinning_mean",

@@ -71,6 +71,7 @@ class Trace:
     samples: tuple[Sample, ...]
     skipped: int
     reasons: tuple[str, ...]
+    source: str = ""  # which process printed it, when the target had several (a pod's name)
 
 
 class _Malformed(Exception):

@@ -36,7 +36,15 @@ from kubernetes.client.exceptions import ApiException
 from autotune.clock import Clock
 from autotune.errors import PrerequisiteError
 from autotune.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, api_error
-from autotune.kubernetes.objects import ACCESS_REVIEWS, Kind, Obj, Selection, name_of
+from autotune.kubernetes.objects import (
+    ACCESS_REVIEWS,
+    POD_LOGS,
+    PODS,
+    Kind,
+    Obj,
+    Selection,
+    name_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +125,7 @@ class Kube:
 
     def _request(self, verb: str, method: str, kind: Kind, what: str, path: str, *,
                  query: dict[str, Any] | None = None, body: Obj | None = None,
-                 content_type: str = "application/json",
+                 content_type: str = "application/json", accept: str = "application/json",
                  timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> Any:
         """Send one request, retrying transient failures; the unread urllib3 response."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
@@ -125,7 +133,7 @@ class Kube:
             try:
                 request = self.api.param_serialize(
                     method, path, query_params=params, body=body,
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    header_params={"Accept": accept, "Content-Type": content_type},
                     auth_settings=["BearerToken"])
                 response = self.api.call_api(*request, _request_timeout=timeout)
                 if not 200 <= response.status <= 299:
@@ -187,6 +195,21 @@ class Kube:
         except NotFound:
             return None
 
+    def pod_log(self, namespace: str, pod: str, container: str, since_seconds: int,
+                limit_bytes: int = 8 << 20) -> str:
+        """The container's log of the last ``since_seconds``, every line prefixed by the
+        kubelet's timestamp (``timestamps=true``); at most ``limit_bytes``."""
+        what = f'the log of container "{container}" of pod "{pod}" in namespace "{namespace}"'
+        response = self._request(
+            "get", "GET", POD_LOGS, what, _path(PODS, namespace, pod) + "/log",
+            query={"container": container, "timestamps": "true",
+                   "sinceSeconds": str(max(1, since_seconds)), "limitBytes": str(limit_bytes)},
+            accept="*/*")  # the log is text/plain, as the generated client asks
+        try:
+            return bytes(response.data or b"").decode(errors="replace")
+        finally:
+            response.release_conn()
+
     def serves(self, kind: Kind) -> bool:
         """Whether the API server knows the resource (its CRD is installed), via discovery."""
         what = f"the API group {kind.api_version}"
@@ -199,10 +222,13 @@ class Kube:
 
     def can_i(self, verb: str, kind: Kind, namespace: str) -> tuple[bool, str]:
         """SelfSubjectAccessReview: may we ``verb`` ``kind`` in ``namespace``? (and why not)."""
+        resource, _, subresource = kind.plural.partition("/")
+        attributes = {"namespace": namespace, "verb": verb, "group": kind.group,
+                      "resource": resource}
+        if subresource:
+            attributes["subresource"] = subresource
         review = {"apiVersion": ACCESS_REVIEWS.api_version, "kind": ACCESS_REVIEWS.kind,
-                  "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb,
-                                                  "group": kind.group,
-                                                  "resource": kind.plural}}}
+                  "spec": {"resourceAttributes": attributes}}
         data = self._json("create", "POST", ACCESS_REVIEWS, "a SelfSubjectAccessReview",
                           _path(ACCESS_REVIEWS, None), body=review)
         status = data.get("status") or {}

@@ -23,15 +23,16 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from autotune.clock import Clock
 from autotune.errors import TargetError
 from autotune.experiment import models
+from autotune.insight import podlog, schedtrace
 from autotune.kubernetes.client import Kube
-from autotune.kubernetes.errors import ApiError, TargetProblem, reraise_as
+from autotune.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
 from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.objects import (
     AUTOSCALERS,
@@ -59,10 +60,12 @@ from autotune.kubernetes.rollout import (
     rollout_state,
     stale_condition,
 )
-from autotune.live import Live, Matcher
+from autotune.live import Live, Matcher, Window
 from autotune.targets.base import Env, NoiseProbe
 
 log = logging.getLogger(__name__)
+
+GODEBUG = "GODEBUG"
 
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
 
@@ -244,9 +247,15 @@ class KubernetesTarget:
 
     def __init__(self, spec: models.KubernetesTarget, kube: Kube, clock: Clock, *,
                  variables: Sequence[str], study: str, state_dir: Path | None = None,
-                 guard: StressGuard | None = None, lease: RunLease | None = None) -> None:
+                 guard: StressGuard | None = None, lease: RunLease | None = None,
+                 schedtrace_ms: int | None = None) -> None:
         self.spec, self.kube, self.clock = spec, kube, clock
         self.variables, self.study = list(variables), study
+        self.schedtrace_ms = schedtrace_ms
+        """``measure.schedtrace``: every candidate runs with GODEBUG=schedtrace=<ms> merged into
+        the container's own GODEBUG, which is saved and restored like a parameter's variable."""
+        if schedtrace_ms is not None and GODEBUG not in self.variables:
+            self.variables.append(GODEBUG)
         self.state_file = (state_dir / f"original-env.{spec.namespace}.{spec.deployment}.json"
                            if state_dir is not None else None)
         self.guard = guard or StressGuard()
@@ -331,6 +340,9 @@ class KubernetesTarget:
         return None
 
     def apply(self, env: Env) -> Live:
+        return self._apply(env, tracing=True)
+
+    def _apply(self, env: Env, tracing: bool) -> Live:
         unknown = sorted(set(env) - set(self.variables))
         if unknown:
             raise TargetError(f"not a parameter's variable: {', '.join(unknown)}")
@@ -343,14 +355,35 @@ class KubernetesTarget:
             if usable_problem is not None:
                 raise TargetProblem(f"{self.where} {usable_problem}")
             self._save_original(dep)
+            full = self._godebug(env, tracing)
             patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
-                                      env_patch(self.spec.container, env))
+                                      env_patch(self.spec.container, full))
             try:
                 new, pods = self._await_rollout(patched, self.spec.rollout_timeout)
             except TargetError as e:
                 raise type(e)(f"{e}; {self._roll_back()}") from None
-            self._verify_env(pods, env)
+            self._verify_env(pods, full)
             return self._live(patched, new, pods, env)
+
+    def _godebug(self, env: Env, tracing: bool) -> Env:
+        """``env`` plus GODEBUG: with schedtrace merged in for a measured candidate, as the
+        container had it (or the candidate set it) for the study's final choice."""
+        if self.schedtrace_ms is None:
+            return env
+        assert self._original is not None
+        if GODEBUG in env:  # a parameter tunes GODEBUG itself: trace on top of its value
+            base = env[GODEBUG]
+        else:
+            entry = self._original.env.get(GODEBUG)
+            if entry is not None and "value" not in entry:
+                source = ", ".join(sorted(set(entry) - {"name"}))
+                raise TargetProblem(
+                    f"{self.where}: GODEBUG is set from {source}, not as a "
+                    "value: measure.schedtrace cannot add schedtrace= to it. Set GODEBUG as a "
+                    "plain value, or turn measure.schedtrace off")
+            base = _value(entry)
+        return {**env, GODEBUG: schedtrace.merge_godebug(base, self.schedtrace_ms)
+                if tracing else base}
 
     def check(self, live: Live) -> Mapping[str, Any]:
         placement = _placement(live)
@@ -404,8 +437,9 @@ class KubernetesTarget:
             self._release()
 
     def finish_with(self, env: Env) -> Live:
-        """Apply ``env`` as the study's choice and keep it: a later ``restore()`` does nothing."""
-        live = self.apply(env)
+        """Apply ``env`` as the study's choice and keep it: a later ``restore()`` does nothing.
+        Without schedtrace: the container's own GODEBUG comes back."""
+        live = self._apply(env, tracing=False)
         with reraise_as(TargetError):
             self._forget()
         return live
@@ -426,6 +460,34 @@ class KubernetesTarget:
 
     def noise_probe(self) -> NoiseProbe | None:
         return None  # other tenants' CPU on the node is not observable from here
+
+    def schedtrace(self, live: Live, window: Window) -> schedtrace.Trace | str:
+        """The SCHED lines each pod of ``live`` printed during ``window``, from its log. With
+        several pods, the trace of the pod whose run queues held the most goroutines (p99.9):
+        overflow is a per-process event, and summing processes would invent queues."""
+        if self.schedtrace_ms is None:
+            return "measure.schedtrace is off"
+        names = [str(p["name"]) for p in live.details.get("pods", [])]
+        if not names:
+            return "the candidate has no pod to read"
+        # Whole seconds back to a little before the window (the kubelet filters by its stamps).
+        since = math.ceil(self.clock.now() - window.start) + 2
+        traces: dict[str, schedtrace.Trace] = {}
+        for name in names:
+            try:
+                text = self.kube.pod_log(self.spec.namespace, name, self.spec.container, since)
+            except Forbidden as e:
+                return f"{e} (apply deploy/rbac-schedtrace.yaml)"
+            except ApiError as e:
+                return f"reading the log of pod {name}: {e}"
+            found = podlog.trace_in_window(text, window.start, window.end)
+            if isinstance(found, str):
+                return f"pod {name}: {found}"
+            traces[name] = found
+        worst = max(traces, key=lambda n: _runnable_p999(traces[n]))
+        source = (f"pod {worst}" if len(traces) == 1 else
+                  f"pod {worst}, the most runnable goroutines of {len(traces)} pods")
+        return replace(traces[worst], source=source)
 
     def _hold(self) -> None:
         if self.lease is not None:
@@ -689,6 +751,11 @@ def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,
                                    container=original.container, rollout_timeout=timeout)
     return "; ".join(KubernetesTarget(spec, kube, clock, variables=list(original.env),
                                       study=original.study).cleanup()) or None
+
+
+def _runnable_p999(trace: schedtrace.Trace) -> int:
+    counts = [s.runqueue + sum(s.local) for s in trace.samples]
+    return schedtrace.p999(counts) if counts else -1
 
 
 def _value(entry: Obj | None) -> str | None:

@@ -17,6 +17,7 @@ from autotune.kubernetes.objects import (
     EVENTS,
     LEASES,
     NODES,
+    POD_LOGS,
     PODS,
     REPLICASETS,
     STRESSCHAOS,
@@ -57,3 +58,14 @@ CLUSTER_NEEDED: tuple[Permission, ...] = (
     Permission("create", ACCESS_REVIEWS, "stack.validate_cluster: SelfSubjectAccessReview"),
     Permission("get", NODES, "KubernetesTarget.describe: the pods' node type (fingerprint)"),
 )
+
+# Only with ``measure.schedtrace`` (deploy/rbac-schedtrace.yaml): logs can hold what a service
+# prints about its users, so the base Role does not grant them.
+SCHEDTRACE_NEEDED: tuple[Permission, ...] = (
+    Permission("get", POD_LOGS, "KubernetesTarget.schedtrace: the SCHED lines in the pods' log"),
+)
+
+
+def needed(schedtrace: bool) -> tuple[Permission, ...]:
+    """The namespaced permissions a run of an experiment needs."""
+    return (*NEEDED, *SCHEDTRACE_NEEDED) if schedtrace else NEEDED

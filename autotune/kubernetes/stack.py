@@ -26,7 +26,7 @@ from autotune.kubernetes.objects import (
     PodPlacement,
     Selection,
 )
-from autotune.kubernetes.permissions import NEEDED
+from autotune.kubernetes.permissions import SCHEDTRACE_NEEDED, needed
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
 from autotune.live import Window
 from autotune.metrics.prometheus import PrometheusSource
@@ -56,7 +56,8 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
                      study=exp.name, duration=exp.max_trial_seconds + 60)
     target = DeploymentTarget(spec, kube, clock, variables=[p.env_var for p in exp.parameters],
                               study=exp.name, state_dir=results, guard=guard,
-                              lease=lease if results is not None else None)
+                              lease=lease if results is not None else None,
+                              schedtrace_ms=exp.measure.schedtrace_ms)
     injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name,
                                  guard=guard)
     return target, injector
@@ -107,7 +108,7 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     except AutotuneError as e:
         return [str(e)]
     spec = _spec(exp)
-    problems = _access(kube, spec.namespace)
+    problems = _access(kube, spec.namespace, exp.measure.schedtrace_period is not None)
     target, injector = _parts(exp, kube, clock, None)
     try:
         facts = target.describe()
@@ -134,9 +135,9 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     return problems + _dry_runs(exp, target, injector)
 
 
-def _access(kube: Kube, namespace: str) -> list[str]:
+def _access(kube: Kube, namespace: str, schedtrace: bool) -> list[str]:
     problems = []
-    for permission in NEEDED:
+    for permission in needed(schedtrace):
         verb, kind = permission.verb, permission.kind
         try:
             allowed, reason = kube.can_i(verb, kind, namespace)
@@ -144,8 +145,10 @@ def _access(kube: Kube, namespace: str) -> list[str]:
             return [f"cannot check permissions (SelfSubjectAccessReview): {e}"]
         if not allowed:
             why = f" ({reason})" if reason else ""
+            where = ("deploy/rbac-schedtrace.yaml" if permission in SCHEDTRACE_NEEDED
+                     else "deploy/rbac.yaml")
             problems.append(f"not allowed to {verb} {kind.resource} in namespace "
-                            f"{namespace!r}{why}: see deploy/rbac.yaml")
+                            f"{namespace!r}{why}: see {where}")
     return problems
 
 

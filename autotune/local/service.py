@@ -210,10 +210,9 @@ class LocalService:
         full.update({k: v for k, v in env.items() if v is not None})
         if self.exp.measure.capture:
             full["DEBUG_PPROF"] = "1"  # the demo mounts net/http/pprof for the captures
-        period = self.exp.measure.schedtrace_period
-        if period is not None:
-            full["GODEBUG"] = schedtrace.merge_godebug(full.get("GODEBUG"),
-                                                       max(1, round(period * 1000)))
+        period_ms = self.exp.measure.schedtrace_ms
+        if period_ms is not None:
+            full["GODEBUG"] = schedtrace.merge_godebug(full.get("GODEBUG"), period_ms)
         return full
 
     def _start_service(self, env: Env, port: int) -> proc.Process:

@@ -100,6 +100,9 @@ def scheduler(exp: Experiment, target: Target, live: Live, window: Window) -> di
     summary = schedtrace.summarize(samples)
     summary["overflow_count"] = float(found.count)
     summary["overflow_longest"] = found.longest
-    return {"series": schedtrace.compact(samples), "summary": summary,
-            "overflow": found.to_dict(), "skipped": trace.skipped,
-            "reasons": list(trace.reasons)[:5]}
+    out = {"series": schedtrace.compact(samples), "summary": summary,
+           "overflow": found.to_dict(), "skipped": trace.skipped,
+           "reasons": list(trace.reasons)[:5]}
+    if trace.source:
+        out["source"] = trace.source
+    return out

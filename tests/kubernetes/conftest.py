@@ -44,8 +44,8 @@ chaos:
   stress: {{workers: 4, load: 100}}
   pattern: {pattern}
 prometheus: {{url: "{prometheus}", scrape_interval: 0.1s, token_env: {token_env}}}
-measure: {{warmup: 0.1s, window: 0.4s, load: {{metric: request_rate, tolerance: 0.1}}}}
-metrics:
+measure: {{warmup: 0.1s, window: 0.4s, load: {{metric: request_rate, tolerance: 0.1}}{measure}}}
+metrics:{metrics}
   request_rate: >-
     sum(rate(http_request_duration_seconds_count{{ {{{{selector}}}} }}[{{{{window}}}}]))
   p99_latency: >-
@@ -133,10 +133,14 @@ class World:
 
     def experiment(self, *, rollout_timeout: str = "3s", trials: int = 3, stop_after: int = 5,
                    pattern: str = "{every: 0.2s, burst: 0.1s}",
-                   prometheus: str = "http://127.0.0.1:9", token_env: str = "null") -> Experiment:
+                   prometheus: str = "http://127.0.0.1:9", token_env: str = "null",
+                   measure: str = "", metrics: str = "") -> Experiment:
+        """``measure``: more ``key: value`` items for measure (", schedtrace: 100ms");
+        ``metrics``: more metric lines ("\n  runq: {schedtrace: runq_total_p999}")."""
         return parse_experiment(EXPERIMENT.format(
             kubeconfig=self.kubeconfig, rollout_timeout=rollout_timeout, trials=trials,
-            stop_after=stop_after, pattern=pattern, prometheus=prometheus, token_env=token_env))
+            stop_after=stop_after, pattern=pattern, prometheus=prometheus, token_env=token_env,
+            measure=measure, metrics=metrics))
 
     def kube(self) -> Kube:
         return connect(self.clock, kubeconfig=str(self.kubeconfig))
@@ -151,7 +155,8 @@ class World:
                          study=exp.name, duration=exp.max_trial_seconds + 60)
         return KubernetesTarget(spec, kube, self.clock,
                                 variables=[p.env_var for p in exp.parameters], study=exp.name,
-                                state_dir=self.tmp / "results", guard=guard, lease=lease)
+                                state_dir=self.tmp / "results", guard=guard, lease=lease,
+                                schedtrace_ms=exp.measure.schedtrace_ms)
 
     def injector(self, *, timeout: float = 1.0, study: str | None = "api-test",
                  guard: StressGuard | None = None) -> ChaosMeshInjector:
@@ -194,13 +199,14 @@ class World:
 
 
 def start_world(tmp: Path) -> tuple[World, Callable[[], None]]:
-    fake = FakeCluster()
+    clock = FastClock()
+    fake = FakeCluster(now=clock.now)  # the pods' logs are stamped on the run's clock
     url = fake.start()
     fake.add_deployment(NAMESPACE, DEPLOYMENT, container=CONTAINER, env=list(ORIGINAL_ENV))
     fake.add_node("node-1", {"node.kubernetes.io/instance-type": "m5.large"})
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(fake.kubeconfig(url))
-    return World(fake, url, kubeconfig, tmp), fake.stop
+    return World(fake, url, kubeconfig, tmp, clock), fake.stop
 
 
 @pytest.fixture

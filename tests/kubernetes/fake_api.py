@@ -26,6 +26,15 @@ What it serves (namespaced paths of the real API):
   the records go "Not Injected" and then the finalizer and the object go. ``chaos`` can be
   ``"select-nothing"`` (Warning event ``Failed``, no records), ``"never-inject"`` or
   ``"stuck-deleting"``; ``webhook_denial`` makes the admission webhook refuse creation.
+- ``pods/log`` (v1): the kubelet's container log, as ``GET .../pods/<name>/log`` serves it
+  (kubernetes pkg/registry/core/pod/rest/log.go, pkg/kubelet/kuberuntime/logs/logs.go): text,
+  ``container`` required when the pod has several (400 otherwise, as strategy.go LogLocation),
+  ``sinceSeconds``, ``limitBytes``, ``timestamps=true`` prefixing each line with the
+  RFC3339NanoFixed time and a space. Its content is a Go runtime's: when the container's env
+  has ``GODEBUG=...schedtrace=<ms>``, one recorded real go1.25 SCHED line every <ms> from the
+  pod's start (its own ``SCHED <t>ms:`` counting from there; the recording's idle phases),
+  between the program's own lines.
+  ``log_runnable`` overwrites the global run queue of those lines for chosen pods.
 - discovery of chaos-mesh.org/v1alpha1 and the CRD itself (``crd_installed``),
   SelfSubjectAccessReview (``denied`` holds (verb, resource) pairs, also enforced on requests),
   and injected failures (``fail(...)``: any status, or a delay).
@@ -51,6 +60,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -137,6 +147,10 @@ class FakeCluster:
     webhook_denial: str | None = None
     denied: set[tuple[str, str]] = field(default_factory=set)
     requests: list[Request] = field(default_factory=list)
+    now: Callable[[], float] = time.time
+    """The pods' clock, for their logs (a test's fast-forwarding clock)."""
+    log_runnable: dict[str, int] = field(default_factory=dict)
+    """Pod name -> the global run-queue length its SCHED lines report (default: as recorded)."""
     created_chaos: list[Obj] = field(default_factory=list)
     injected: list[Injected] = field(default_factory=list)
 
@@ -150,6 +164,7 @@ class FakeCluster:
         self.expire_next_watch = False
         self.watch_faults: list[tuple[str, str]] = []
         self.verbs: set[tuple[str, str]] = set()
+        self.started: dict[tuple[str, str], float] = {}
         self.stopping = False
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -388,6 +403,8 @@ class FakeCluster:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", _now())
         key = (plural, meta["namespace"], meta["name"])
+        if plural == "pods":
+            self.started.setdefault((meta["namespace"], meta["name"]), self.now())
         if event == "DELETED":
             self.objects.pop(key, None)
         else:
@@ -428,6 +445,9 @@ class FakeCluster:
             self._maybe_fail(method, url.path)
             if method == "GET" and query.get("watch") in ("1", "true"):
                 self._watch(h, url.path, query)
+                return
+            if method == "GET" and _POD_LOG.match(url.path):
+                h.send_text(200, self._pod_log(url.path, query))
                 return
             code, payload = self._route(method, url.path, query, body, h.headers)
             self._maybe_fail(method, url.path, after=True)
@@ -498,14 +518,15 @@ class FakeCluster:
                             f'forbidden: User "{USER}" cannot create resource '
                             '"selfsubjectaccessreviews"')
         attrs = body["spec"]["resourceAttributes"]
-        allowed = (attrs["verb"], attrs["resource"]) not in self.denied
+        resource = "/".join(filter(None, (attrs["resource"], attrs.get("subresource"))))
+        allowed = (attrs["verb"], resource) not in self.denied
         body["status"] = {"allowed": allowed, "reason": "" if allowed else "no RBAC rule"}
         return 201, body
 
     def _authorize(self, verb: str, plural: str, namespace: str, name: str | None) -> None:
         self.verbs.add((verb, plural))
         if (verb, plural) in self.denied:
-            group = RESOURCES[plural][0]
+            group = RESOURCES[plural.split("/")[0]][0]
             what = f'{plural}.{group}' if group else plural
             target = f' "{name}"' if name else ""
             raise HttpError(403, "Forbidden",
@@ -515,6 +536,57 @@ class FakeCluster:
             raise HttpError(404, "NotFound", "the server could not find the requested resource")
 
     # --- verbs --------------------------------------------------------------------------
+
+    def _pod_log(self, path: str, query: dict[str, str]) -> str:
+        match = _POD_LOG.match(path)
+        assert match is not None
+        namespace, name = match["ns"], match["name"]
+        self._authorize("get", "pods/log", namespace, name)
+        with self.cond:
+            pod = copy.deepcopy(self.get("pods", namespace, name))
+            started = self.started.get((namespace, name))
+        if pod is None or started is None:
+            raise HttpError(404, "NotFound", f'pods "{name}" not found')
+        containers = pod["spec"]["containers"]
+        wanted = query.get("container")
+        if not wanted:
+            if len(containers) > 1:
+                names = " ".join(c["name"] for c in containers)
+                raise HttpError(400, "BadRequest", f"a container name must be specified for pod "
+                                f"{name}, choose one of: [{names}]")
+            wanted = containers[0]["name"]
+        container = next((c for c in containers if c["name"] == wanted), None)
+        if container is None:
+            raise HttpError(400, "BadRequest", f"container {wanted} is not valid for pod {name}")
+        now = self.now()
+        since = float(query["sinceSeconds"]) if "sinceSeconds" in query else None
+        lines = [(at, line) for at, line in self._runtime_output(pod, container, started, now)
+                 if since is None or at >= now - since]
+        stamps = query.get("timestamps") in ("1", "true")
+        text = "".join(f"{_log_stamp(at)} {line}\n" if stamps else f"{line}\n"
+                       for at, line in lines)
+        limit = int(query.get("limitBytes") or 0)
+        return text[:limit] if limit else text
+
+    def _runtime_output(self, pod: Obj, container: Obj, started: float,
+                        now: float) -> Iterator[tuple[float, str]]:
+        """What the container printed since it started: the program's own line every second
+        and, with GODEBUG schedtrace, the Go runtime's SCHED lines."""
+        godebug = next((str(e.get("value", "")) for e in container.get("env") or []
+                        if e.get("name") == "GODEBUG"), "")
+        period = next((int(v) for k, _, v in (i.partition("=") for i in godebug.split(","))
+                       if k == "schedtrace" and v.isdigit() and int(v) > 0), None)
+        runnable = self.log_runnable.get(pod["metadata"]["name"])
+        recorded = _recorded_sched()
+        events: list[tuple[float, str]] = [
+            (started + k, f'level=info msg="served" n={k}') for k in range(int(now - started) + 1)]
+        if period is not None:
+            for k in range(int((now - started) * 1000 // period) + 1):
+                body = recorded[k % len(recorded)]
+                if runnable is not None:
+                    body = re.sub(r"runqueue=\d+", f"runqueue={runnable}", body)
+                events.append((started + k * period / 1000, f"SCHED {k * period}ms: {body}"))
+        return iter(sorted(e for e in events if e[0] <= now))
 
     def _get(self, plural: str, namespace: str, name: str) -> Obj:
         obj = self.get(plural, namespace, name)
@@ -1040,6 +1112,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def send_text(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -1060,6 +1140,24 @@ class _Handler(BaseHTTPRequestHandler):
 
 _PATH = re.compile(r"^/apis?/(?:(?P<group>[^/]+)/)?(?P<version>v[^/]+)/"
                    r"(?:namespaces/(?P<ns>[^/]+)/)?(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
+
+
+_POD_LOG = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
+RECORDED_SCHEDTRACE = Path(__file__).parent.parent / "data" / "schedtrace" / "go1.25.5.txt"
+
+
+@functools.cache
+def _recorded_sched() -> list[str]:
+    """The bodies (after ``SCHED <t>ms: ``) of a real go1.25 schedtrace recording, its idle
+    phases (empty global queue): a service at ease, until ``log_runnable`` says otherwise."""
+    return [line.split(": ", 1)[1] for line in RECORDED_SCHEDTRACE.read_text().splitlines()
+            if line.startswith("SCHED ") and " runqueue=0 " in line]
+
+
+def _log_stamp(at: float) -> str:
+    """RFC3339NanoFixed, UTC (kubernetes pkg/kubelet/types/constants.go)."""
+    seconds, nanos = divmod(round(at * 1e9), 1_000_000_000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{nanos:09d}Z"
 
 
 def _parse_path(path: str) -> tuple[str, str, str | None]:

@@ -23,7 +23,7 @@ from autotune.kubernetes.objects import (
     TRIAL_LABEL,
     PodPlacement,
 )
-from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
+from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED, SCHEDTRACE_NEEDED
 from autotune.kubernetes.stresschaos import CRD_FILE, object_name, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
@@ -141,7 +141,8 @@ def test_chaos_template_is_what_the_injector_renders() -> None:
 
 # --- deploy/ -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["rbac.yaml", "cronjob.yaml", "postgres-secret.example.yaml"])
+@pytest.mark.parametrize("name", ["rbac.yaml", "rbac-schedtrace.yaml", "cronjob.yaml",
+                                  "postgres-secret.example.yaml"])
 def test_deploy_manifests_are_valid_kubernetes(name: str) -> None:
     docs = _docs(ROOT / "deploy" / name)
     assert docs
@@ -203,6 +204,20 @@ def test_rbac_grants_exactly_what_a_run_needs() -> None:
     spec = _api().target.kubernetes
     assert spec is not None
     assert docs["Role"]["metadata"]["namespace"] == spec.namespace
+
+
+def test_the_schedtrace_rbac_grants_exactly_the_log_reads() -> None:
+    docs = _by_kind(ROOT / "deploy/rbac-schedtrace.yaml")
+    granted = {(verb, group, resource)
+               for rule in docs["Role"]["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert granted == {(p.verb, p.kind.group, p.kind.plural) for p in SCHEDTRACE_NEEDED}
+    base = _by_kind(ROOT / "deploy/rbac.yaml")
+    [subject] = docs["RoleBinding"]["subjects"]
+    sa = base["ServiceAccount"]["metadata"]
+    assert (subject["name"], subject["namespace"]) == (sa["name"], sa["namespace"])
+    assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    assert docs["Role"]["metadata"]["namespace"] == base["Role"]["metadata"]["namespace"]
 
 
 def test_dockerfile_runs_autotune_as_non_root() -> None:
