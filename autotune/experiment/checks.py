@@ -203,10 +203,12 @@ def _check_measure(exp: Experiment) -> list[str]:
     problems = []
     if exp.measure.window <= 0:
         problems.append("measure.window: must be > 0")
-    if exp.measure.capture and exp.target.local is None:
-        problems.append("measure.capture: only local targets for now (a cluster's pprof would "
-                        "need the pods/proxy subresource; capture by hand with kubectl "
-                        "port-forward and go tool trace)")
+    if exp.measure.capture and exp.target.simulated is not None:
+        problems.append("measure.capture: a simulated target runs no Go service to capture")
+    cluster = exp.target.kubernetes
+    if exp.measure.capture and cluster is not None and cluster.pprof_port is None:
+        problems.append("target.kubernetes.pprof_port: required with measure.capture (the "
+                        "container port where the service serves net/http/pprof)")
     load = exp.measure.load
     if load is not None and load.metric not in exp.metrics:
         problems.append(f"measure.load.metric: unknown metric {load.metric!r} "

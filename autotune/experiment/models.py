@@ -161,6 +161,10 @@ class KubernetesTarget(Model):
     kubeconfig: str | None = None
     rollout_timeout: Duration = 300.0
     on_finish: Literal["restore", "best", "leave"] = "restore"
+    pprof_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="the container port serving net/http/pprof, for measure.capture (reached "
+                    "through the API server's pod proxy)")
 
 
 class SimulatedTarget(Model):

@@ -16,11 +16,12 @@ import contextlib
 import math
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import requests
 
@@ -84,24 +85,63 @@ def _seconds_param(kind: str, seconds: float) -> tuple[str, float]:
     return f"{seconds:g}", seconds
 
 
-def _fetch(base_url: str, kind: Kind, seconds: float, out: Path) -> Captured:
+class Transport(Protocol):
+    """How to GET a path of the service's net/http/pprof: directly (local), or through the
+    Kubernetes API server's pod proxy."""
+
+    def where(self, path: str) -> str:
+        """The URL that ``path`` is fetched from, for messages."""
+
+    def get(self, path: str, timeout: float) -> AbstractContextManager[Answer]:
+        """The answer to ``GET path``, streaming; transport failures raise MetricsError."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    reason: str
+    chunks: Iterator[bytes]
+
+
+@dataclass(frozen=True)
+class Direct:
+    """Plain HTTP to the service (``http://127.0.0.1:8080``)."""
+
+    base_url: str
+
+    def where(self, path: str) -> str:
+        return f"{self.base_url.rstrip('/')}{path}"
+
+    @contextlib.contextmanager
+    def get(self, path: str, timeout: float) -> Iterator[Answer]:
+        try:
+            with requests.get(self.where(path), stream=True,
+                              timeout=(CONNECT_TIMEOUT, timeout)) as r:
+                yield Answer(r.status_code, r.reason, r.iter_content(_CHUNK))
+        except requests.RequestException as e:
+            raise MetricsError(f"{self.where(path)}: {e}") from None
+
+
+def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path) -> Captured:
     endpoint = _ENDPOINTS[kind]
     param, asked = _seconds_param(kind, seconds)
-    url = f"{base_url.rstrip('/')}{endpoint.path}?seconds={param}"
+    path = f"{endpoint.path}?seconds={param}"
+    url = transport.where(path)
     tmp = out.with_name(f".{out.name}.part{os.getpid()}")
     try:
-        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, asked + SLACK)) as r:
-            if r.status_code == 404:
+        with transport.get(path, asked + SLACK) as r:
+            if r.status == 404:
                 raise _NotExposed(url)
-            if r.status_code != 200:
+            if r.status != 200:
                 # pprof explains itself in a short plain-text body ("cpu profiling already in
                 # use", "profile duration exceeds server's WriteTimeout")
-                reason = r.text.strip().splitlines()[0][:200] if r.text.strip() else r.reason
-                raise MetricsError(f"{url}: HTTP {r.status_code}: {reason}")
+                text = b"".join(r.chunks)[:4096].decode(errors="replace").strip()
+                reason = text.splitlines()[0][:200] if text else r.reason
+                raise MetricsError(f"{url}: HTTP {r.status}: {reason}")
             size = 0
             head = b""
             with tmp.open("wb") as f:
-                for chunk in r.iter_content(_CHUNK):
+                for chunk in r.chunks:
                     if len(head) < len(endpoint.magic):
                         head += chunk[: len(endpoint.magic) - len(head)]
                     f.write(chunk)
@@ -111,8 +151,6 @@ def _fetch(base_url: str, kind: Kind, seconds: float, out: Path) -> Captured:
                 f"{url}: the answer ({size} bytes, starting {head!r}) is not {endpoint.what}: "
                 "is this a Go service's net/http/pprof?")
         os.replace(tmp, out)
-    except requests.RequestException as e:
-        raise MetricsError(f"{url}: {e}") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -120,10 +158,11 @@ def _fetch(base_url: str, kind: Kind, seconds: float, out: Path) -> Captured:
 
 
 def capture(
-    base_url: str, kinds: Sequence[Kind], seconds: float, out_dir: Path, name: str,
+    service: str | Transport, kinds: Sequence[Kind], seconds: float, out_dir: Path, name: str,
 ) -> list[Captured]:
-    """Capture ``kinds`` from the service at ``base_url`` (``http://127.0.0.1:8080``) for
-    ``seconds`` at the same time, into ``out_dir/<name>.trace`` and ``out_dir/<name>.cpu.pprof``.
+    """Capture ``kinds`` from the service (a base URL such as ``http://127.0.0.1:8080``, or a
+    transport) for ``seconds`` at the same time, into ``out_dir/<name>.trace`` and
+    ``out_dir/<name>.cpu.pprof``.
 
     Raises ``MetricsError`` with every failure's reason when any capture fails (one that
     succeeded is still written, and the message says where)."""
@@ -137,9 +176,10 @@ def capture(
     wanted = list(dict.fromkeys(kinds))
     if not wanted:
         return []
+    transport = Direct(service) if isinstance(service, str) else service
     out_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
-        futures = [pool.submit(_fetch, base_url, k, seconds,
+        futures = [pool.submit(_fetch, transport, k, seconds,
                                out_dir / f"{name}{_ENDPOINTS[k].suffix}") for k in wanted]
     done: list[Captured] = []
     failed: list[str] = []
@@ -152,7 +192,8 @@ def capture(
         except MetricsError as e:
             failed.append(str(e))
     if missing:
-        failed.insert(0, f"{base_url} does not expose net/http/pprof ({', '.join(missing)} "
+        service_at = transport.where("")
+        failed.insert(0, f"{service_at} does not expose net/http/pprof ({', '.join(missing)} "
                          f"answered 404 Not Found); to capture, add to the service:\n"
                          f"{HOW_TO_EXPOSE}")
     if failed:

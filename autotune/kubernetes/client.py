@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import urllib3
 from kubernetes import client, config
@@ -39,6 +39,7 @@ from autotune.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, ap
 from autotune.kubernetes.objects import (
     ACCESS_REVIEWS,
     POD_LOGS,
+    POD_PROXY,
     PODS,
     Kind,
     Obj,
@@ -108,6 +109,12 @@ def _path(kind: Kind, namespace: str | None, name: str | None = None) -> str:
     return base + (f"/{quote(name, safe='')}" if name else "")
 
 
+def proxy_path(namespace: str, pod: str, port: int, route: str) -> str:
+    """``/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy<route>`` (the API server's pod proxy)."""
+    return (f"{_path(PODS, namespace, pod)}:{port}/proxy/"
+            f"{quote(route.lstrip('/'), safe='/')}")
+
+
 class _Broken(Exception):
     """The watch stream broke (an ERROR event, a cut connection, a torn line): list again."""
 
@@ -126,10 +133,12 @@ class Kube:
     def _request(self, verb: str, method: str, kind: Kind, what: str, path: str, *,
                  query: dict[str, Any] | None = None, body: Obj | None = None,
                  content_type: str = "application/json", accept: str = "application/json",
-                 timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> Any:
+                 timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+                 attempts: int | None = None) -> Any:
         """Send one request, retrying transient failures; the unread urllib3 response."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        for attempt in range(1, self.attempts + 1):
+        attempts = attempts or self.attempts
+        for attempt in range(1, attempts + 1):
             try:
                 request = self.api.param_serialize(
                     method, path, query_params=params, body=body,
@@ -143,7 +152,7 @@ class Kube:
             except ApiException as e:
                 status = int(e.status) if e.status else None
                 message = _status_message(e.body) or str(e.reason or "")
-                if status in RETRIABLE_STATUSES and attempt < self.attempts:
+                if status in RETRIABLE_STATUSES and attempt < attempts:
                     log.debug("%s %s: %s %s; retrying", verb, what, status, message)
                     self.clock.sleep(self._delay(attempt, e))
                     continue
@@ -153,7 +162,7 @@ class Kube:
                 raise api_error(describe_failure(status, message, verb, what, kind.resource,
                                                  attempt), status) from e
             except (urllib3.exceptions.HTTPError, OSError) as e:
-                if attempt < self.attempts:
+                if attempt < attempts:
                     log.debug("%s %s: %s; retrying", verb, what, e)
                     self.clock.sleep(self._delay(attempt, None))
                     continue
@@ -209,6 +218,18 @@ class Kube:
             return bytes(response.data or b"").decode(errors="replace")
         finally:
             response.release_conn()
+
+    def proxy_get(self, namespace: str, pod: str, port: int, path: str,
+                  timeout: float) -> Any:
+        """GET ``path`` (and its query) from ``port`` of a pod through the API server's pod proxy
+        (``pods/proxy``): the unread, streaming urllib3 response. Sent once: what it asks for
+        (a trace, a profile) takes the whole ``timeout`` and must not run twice."""
+        route, _, query = path.partition("?")
+        what = f'port {port} of pod "{pod}" in namespace "{namespace}" (pods/proxy)'
+        return self._request(
+            "get", "GET", POD_PROXY, what, proxy_path(namespace, pod, port, route),
+            query=dict(parse_qsl(query)), accept="*/*", timeout=(CONNECT_TIMEOUT, timeout),
+            attempts=1)
 
     def serves(self, kind: Kind) -> bool:
         """Whether the API server knows the resource (its CRD is installed), via discovery."""

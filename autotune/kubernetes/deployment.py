@@ -49,6 +49,7 @@ from autotune.kubernetes.objects import (
     one,
     selector_of,
 )
+from autotune.kubernetes.pprof import PodProxy
 from autotune.kubernetes.rollout import (
     ReplicaSetRef,
     controller_of,
@@ -460,6 +461,15 @@ class KubernetesTarget:
 
     def noise_probe(self) -> NoiseProbe | None:
         return None  # other tenants' CPU on the node is not observable from here
+
+    def pprof(self, live: Live) -> PodProxy | str:
+        """``target.kubernetes.pprof_port`` of the candidate's first pod, through the pod proxy
+        (a trace is of one process; the StressChaos stresses every pod alike)."""
+        if self.spec.pprof_port is None:
+            return "target.kubernetes.pprof_port is not set"
+        if not live.pods:
+            return "the candidate has no pod to capture"
+        return PodProxy(self.kube, self.spec.namespace, sorted(live.pods)[0], self.spec.pprof_port)
 
     def schedtrace(self, live: Live, window: Window) -> schedtrace.Trace | str:
         """The SCHED lines each pod of ``live`` printed during ``window``, from its log. With

@@ -41,6 +41,7 @@ DEPLOYMENTS = Kind("apps", "v1", "deployments", "Deployment")
 REPLICASETS = Kind("apps", "v1", "replicasets", "ReplicaSet")
 PODS = Kind("", "v1", "pods", "Pod")
 POD_LOGS = Kind("", "v1", "pods/log", "Pod")  # a subresource: RBAC names it "pods/log"
+POD_PROXY = Kind("", "v1", "pods/proxy", "Pod")
 EVENTS = Kind("", "v1", "events", "Event")
 AUTOSCALERS = Kind("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 NODES = Kind("", "v1", "nodes", "Node")

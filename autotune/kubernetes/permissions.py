@@ -18,6 +18,7 @@ from autotune.kubernetes.objects import (
     LEASES,
     NODES,
     POD_LOGS,
+    POD_PROXY,
     PODS,
     REPLICASETS,
     STRESSCHAOS,
@@ -30,6 +31,7 @@ class Permission:
     verb: str
     kind: Kind
     used_by: str
+    granted_in: str = "deploy/rbac.yaml"
 
 
 NEEDED: tuple[Permission, ...] = (
@@ -59,13 +61,21 @@ CLUSTER_NEEDED: tuple[Permission, ...] = (
     Permission("get", NODES, "KubernetesTarget.describe: the pods' node type (fingerprint)"),
 )
 
-# Only with ``measure.schedtrace`` (deploy/rbac-schedtrace.yaml): logs can hold what a service
-# prints about its users, so the base Role does not grant them.
+# Only with ``measure.schedtrace``: logs can hold what a service prints about its users, so the
+# base Role does not grant them.
 SCHEDTRACE_NEEDED: tuple[Permission, ...] = (
-    Permission("get", POD_LOGS, "KubernetesTarget.schedtrace: the SCHED lines in the pods' log"),
+    Permission("get", POD_LOGS, "KubernetesTarget.schedtrace: the SCHED lines in the pods' log",
+               "deploy/rbac-schedtrace.yaml"),
+)
+
+# Only with ``measure.capture``: the pod proxy reaches any port of any pod in the namespace.
+CAPTURE_NEEDED: tuple[Permission, ...] = (
+    Permission("get", POD_PROXY, "PodProxy.get: net/http/pprof of a pod (trace, CPU profile)",
+               "deploy/rbac-capture.yaml"),
 )
 
 
-def needed(schedtrace: bool) -> tuple[Permission, ...]:
+def needed(schedtrace: bool, capture: bool) -> tuple[Permission, ...]:
     """The namespaced permissions a run of an experiment needs."""
-    return (*NEEDED, *SCHEDTRACE_NEEDED) if schedtrace else NEEDED
+    return (*NEEDED, *(SCHEDTRACE_NEEDED if schedtrace else ()),
+            *(CAPTURE_NEEDED if capture else ()))

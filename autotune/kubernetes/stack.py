@@ -26,7 +26,7 @@ from autotune.kubernetes.objects import (
     PodPlacement,
     Selection,
 )
-from autotune.kubernetes.permissions import SCHEDTRACE_NEEDED, needed
+from autotune.kubernetes.permissions import needed
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
 from autotune.live import Window
 from autotune.metrics.prometheus import PrometheusSource
@@ -108,7 +108,8 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     except AutotuneError as e:
         return [str(e)]
     spec = _spec(exp)
-    problems = _access(kube, spec.namespace, exp.measure.schedtrace_period is not None)
+    problems = _access(kube, spec.namespace, exp.measure.schedtrace_period is not None,
+                       bool(exp.measure.capture))
     target, injector = _parts(exp, kube, clock, None)
     try:
         facts = target.describe()
@@ -135,9 +136,9 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     return problems + _dry_runs(exp, target, injector)
 
 
-def _access(kube: Kube, namespace: str, schedtrace: bool) -> list[str]:
+def _access(kube: Kube, namespace: str, schedtrace: bool, capture: bool) -> list[str]:
     problems = []
-    for permission in needed(schedtrace):
+    for permission in needed(schedtrace, capture):
         verb, kind = permission.verb, permission.kind
         try:
             allowed, reason = kube.can_i(verb, kind, namespace)
@@ -145,10 +146,8 @@ def _access(kube: Kube, namespace: str, schedtrace: bool) -> list[str]:
             return [f"cannot check permissions (SelfSubjectAccessReview): {e}"]
         if not allowed:
             why = f" ({reason})" if reason else ""
-            where = ("deploy/rbac-schedtrace.yaml" if permission in SCHEDTRACE_NEEDED
-                     else "deploy/rbac.yaml")
             problems.append(f"not allowed to {verb} {kind.resource} in namespace "
-                            f"{namespace!r}{why}: see {where}")
+                            f"{namespace!r}{why}: see {permission.granted_in}")
     return problems
 
 

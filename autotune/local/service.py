@@ -30,7 +30,7 @@ from autotune import pids
 from autotune.clock import Clock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
-from autotune.insight import schedtrace
+from autotune.insight import capture, schedtrace
 from autotune.live import Live, Matcher, Window
 from autotune.local import calibrate, cgroups, gobuild, proc
 from autotune.local.cgroups import CpuLimit
@@ -413,6 +413,14 @@ class LocalService:
         if self.loadgen is None or not self.loadgen.running():
             raise TargetError("the load generator exited during the window")
         return {}
+
+    def pprof(self, live: Live) -> capture.Transport | str:
+        """The demo's own port (it mounts net/http/pprof with DEBUG_PPROF=1, set for captures)."""
+        for job, url in live.endpoints.items():
+            if "service" in job:
+                scheme, rest = url.split("://", 1)
+                return capture.Direct(f"{scheme}://{rest.split('/', 1)[0]}")
+        return "the local service has no endpoint in this candidate"
 
     def schedtrace(self, live: Live, window: Window) -> schedtrace.Trace | str:
         """The SCHED lines the service printed during ``window`` (``measure.schedtrace``),

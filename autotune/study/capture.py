@@ -2,7 +2,9 @@
 (``measure.capture``), for ``go tool trace`` / ``go tool pprof``.
 
 Each configuration is applied like a trial (the service must expose net/http/pprof: the local
-target starts the demo with ``DEBUG_PPROF=1`` when captures are asked for), warmed up, stressed
+target starts the demo with ``DEBUG_PPROF=1`` when captures are asked for; a Kubernetes target
+reaches ``target.kubernetes.pprof_port`` of one pod through the API server's pod proxy), warmed
+up, stressed
 like a measurement window, and captured for at most one window (5 s by default: a trace of a
 busy service grows by megabytes per second). The stress is always removed and the target
 restored. What was captured is kept in the search study's user attr ``captures`` for the report.
@@ -25,20 +27,12 @@ from autotune.study import storage as st
 from autotune.study.interrupts import shielded
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
+from autotune.targets.base import PprofSource
 
 log = logging.getLogger(__name__)
 
 CAPTURES_ATTR = "captures"
 SECONDS = 5.0
-
-
-def service_url(live: Live) -> str | None:
-    """The service's base URL, from the endpoint Prometheus scrapes (local targets)."""
-    for job, url in live.endpoints.items():
-        if "service" in job:
-            scheme, rest = url.split("://", 1)
-            return f"{scheme}://{rest.split('/', 1)[0]}"
-    return None
 
 
 def _one(exp: Experiment, backends: Backends, clock: Clock, name: str,
@@ -47,24 +41,25 @@ def _one(exp: Experiment, backends: Backends, clock: Clock, name: str,
     entry: dict[str, Any] = {"name": name, "settings": dict(settings)}
     try:
         live = target.apply(to_env(exp, dict(settings)))
-        url = service_url(live)
-        if url is None:
-            raise AutotuneError("the target does not expose the service's address")
+        service = target.pprof(live) if isinstance(target, PprofSource) else (
+            "this target cannot reach the service's net/http/pprof")
+        if isinstance(service, str):
+            raise AutotuneError(service)
         clock.sleep(exp.measure.warmup)
-        entry["files"] = _stressed(exp, injector, live, url, name, out_dir, seconds)
+        entry["files"] = _stressed(exp, injector, live, service, name, out_dir, seconds)
     except AutotuneError as e:
         entry["failure"] = str(e)
         log.warning("capture of %s failed: %s", name, e)
     return entry
 
 
-def _stressed(exp: Experiment, injector: Injector, live: Live, url: str, name: str,
-              out_dir: Path, seconds: float) -> list[dict[str, Any]]:
+def _stressed(exp: Experiment, injector: Injector, live: Live, service: fetch.Transport,
+              name: str, out_dir: Path, seconds: float) -> list[dict[str, Any]]:
     labels = {"app.kubernetes.io/managed-by": "autotune", "autotune/study": exp.name,
               "autotune/trial": f"capture-{name}"}
     injection = injector.inject(live, exp.chaos.stress, seconds + DEAD_MAN_MARGIN, labels)
     try:
-        got = fetch.capture(url, list(exp.measure.capture), seconds, out_dir, name)
+        got = fetch.capture(service, list(exp.measure.capture), seconds, out_dir, name)
     finally:
         with shielded():
             injector.recover(injection)

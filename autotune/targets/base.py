@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from autotune.insight.capture import Transport
 from autotune.insight.schedtrace import Trace
 from autotune.live import Live, Window
 
@@ -57,3 +58,11 @@ class SchedtraceReader(Protocol):
     can hand back the lines printed during a window, parsed; or the reason it cannot."""
 
     def schedtrace(self, live: Live, window: Window) -> Trace | str: ...
+
+
+@runtime_checkable
+class PprofSource(Protocol):
+    """A target that can reach the live candidate's net/http/pprof (``measure.capture``): how
+    to fetch from it, or the reason it cannot."""
+
+    def pprof(self, live: Live) -> Transport | str: ...

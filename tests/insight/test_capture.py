@@ -72,10 +72,8 @@ def fake() -> Iterator[Fake]:
 
 def test_both_captures_run_at_once_and_are_written(fake: Fake, tmp_path: Path) -> None:
     fake.routes = {"/debug/pprof/trace": (200, TRACE), "/debug/pprof/profile": (200, PROFILE)}
-    t0 = time.monotonic()
     got = capture(fake.url + "/", ["trace", "cpu"], 1, tmp_path / "out", "baseline")
-    elapsed = time.monotonic() - t0
-    assert elapsed < 1.9  # concurrent: not 1 s + 1 s
+    # concurrent: the two requests were in the service at the same time (not a timed assert)
     (_, trace_q, trace_start, trace_end), = [s for s in fake.seen if "trace" in s[0]]
     (_, cpu_q, cpu_start, cpu_end), = [s for s in fake.seen if "profile" in s[0]]
     assert trace_start < cpu_end and cpu_start < trace_end  # the windows overlap

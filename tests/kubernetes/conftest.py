@@ -35,7 +35,7 @@ target:
     deployment: api
     container: api
     kubeconfig: {kubeconfig}
-    rollout_timeout: {rollout_timeout}
+    rollout_timeout: {rollout_timeout}{target}
 parameters:
   - {{name: GOMAXPROCS, type: int, values: [2, 4, 8, 16]}}
   - {{name: forcegc_interval_ms, env: FORCEGC_INTERVAL_MS, type: int, values: [500, 2000]}}
@@ -134,13 +134,14 @@ class World:
     def experiment(self, *, rollout_timeout: str = "3s", trials: int = 3, stop_after: int = 5,
                    pattern: str = "{every: 0.2s, burst: 0.1s}",
                    prometheus: str = "http://127.0.0.1:9", token_env: str = "null",
-                   measure: str = "", metrics: str = "") -> Experiment:
+                   measure: str = "", metrics: str = "", target: str = "") -> Experiment:
         """``measure``: more ``key: value`` items for measure (", schedtrace: 100ms");
-        ``metrics``: more metric lines ("\n  runq: {schedtrace: runq_total_p999}")."""
+        ``metrics``: more metric lines ("\n  runq: {schedtrace: runq_total_p999}");
+        ``target``: more target.kubernetes lines ("\n    pprof_port: 6060")."""
         return parse_experiment(EXPERIMENT.format(
             kubeconfig=self.kubeconfig, rollout_timeout=rollout_timeout, trials=trials,
             stop_after=stop_after, pattern=pattern, prometheus=prometheus, token_env=token_env,
-            measure=measure, metrics=metrics))
+            measure=measure, metrics=metrics, target=target))
 
     def kube(self) -> Kube:
         return connect(self.clock, kubeconfig=str(self.kubeconfig))

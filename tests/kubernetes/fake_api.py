@@ -35,6 +35,12 @@ What it serves (namespaced paths of the real API):
   pod's start (its own ``SCHED <t>ms:`` counting from there; the recording's idle phases),
   between the program's own lines.
   ``log_runnable`` overwrites the global run queue of those lines for chosen pods.
+- ``pods/proxy`` (v1): ``GET .../pods/<name>:<port>/proxy/<path>`` as the API server proxies it
+  (pkg/registry/core/pod/rest/subresources.go ProxyREST, strategy.go ResourceLocation): the
+  pod's own answer and status pass through; a port nothing listens on is 503 "error trying to
+  reach service: ... connection refused". Pods listen on ``pprof_port`` and serve
+  net/http/pprof's trace and profile there (a trace header, a gzip body); every proxied request
+  is kept in ``proxied`` with the StressChaos objects that existed when it arrived.
 - discovery of chaos-mesh.org/v1alpha1 and the CRD itself (``crd_installed``),
   SelfSubjectAccessReview (``denied`` holds (verb, resource) pairs, also enforced on requests),
   and injected failures (``fail(...)``: any status, or a delay).
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gzip
 import hashlib
 import heapq
 import itertools
@@ -150,6 +157,9 @@ class FakeCluster:
     now: Callable[[], float] = time.time
     """The pods' clock, for their logs (a test's fast-forwarding clock)."""
     log_runnable: dict[str, int] = field(default_factory=dict)
+    pprof_port: int | None = None
+    """The port the pods serve net/http/pprof on (None: they do not)."""
+    proxied: list[tuple[str, list[str]]] = field(default_factory=list)
     """Pod name -> the global run-queue length its SCHED lines report (default: as recorded)."""
     created_chaos: list[Obj] = field(default_factory=list)
     injected: list[Injected] = field(default_factory=list)
@@ -449,6 +459,10 @@ class FakeCluster:
             if method == "GET" and _POD_LOG.match(url.path):
                 h.send_text(200, self._pod_log(url.path, query))
                 return
+            if method == "GET" and _POD_PROXY.match(url.path):
+                code, data = self._pod_proxy(url.path, query)
+                h.send_bytes(code, data)
+                return
             code, payload = self._route(method, url.path, query, body, h.headers)
             self._maybe_fail(method, url.path, after=True)
         except HttpError as e:
@@ -567,6 +581,29 @@ class FakeCluster:
                        for at, line in lines)
         limit = int(query.get("limitBytes") or 0)
         return text[:limit] if limit else text
+
+    def _pod_proxy(self, path: str, query: dict[str, str]) -> tuple[int, bytes]:
+        match = _POD_PROXY.match(path)
+        assert match is not None
+        namespace, name, port = match["ns"], match["name"], int(match["port"])
+        self._authorize("get", "pods/proxy", namespace, name)
+        with self.cond:
+            pod = self.get("pods", namespace, name)
+            chaos = [o["metadata"]["name"] for o in self.items("stresschaos", namespace)]
+            self.proxied.append((path, chaos))
+        if pod is None:
+            raise HttpError(404, "NotFound", f'pods "{name}" not found')
+        if port != self.pprof_port:
+            raise HttpError(503, "ServiceUnavailable", f"error trying to reach service: dial "
+                            f"tcp 10.244.0.7:{port}: connect: connection refused")
+        route = match["rest"] or "/"
+        seconds = query.get("seconds", "30")
+        body = f"{name} {route} {seconds}s".encode()
+        if route == "/debug/pprof/trace":
+            return 200, b"go 1.25 trace\x00\x00\x00" + body
+        if route == "/debug/pprof/profile":
+            return 200, gzip.compress(body)
+        return 404, b"404 page not found\n"
 
     def _runtime_output(self, pod: Obj, container: Obj, started: float,
                         now: float) -> Iterator[tuple[float, str]]:
@@ -1113,7 +1150,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def send_text(self, code: int, text: str) -> None:
-        data = text.encode()
+        self.send_bytes(code, text.encode())
+
+    def send_bytes(self, code: int, data: bytes) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))
@@ -1142,6 +1181,8 @@ _PATH = re.compile(r"^/apis?/(?:(?P<group>[^/]+)/)?(?P<version>v[^/]+)/"
                    r"(?:namespaces/(?P<ns>[^/]+)/)?(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
 
 
+_POD_PROXY = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/:]+):(?P<port>\d+)"
+                        r"/proxy(?P<rest>/.*)?$")
 _POD_LOG = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
 RECORDED_SCHEDTRACE = Path(__file__).parent.parent / "data" / "schedtrace" / "go1.25.5.txt"
 

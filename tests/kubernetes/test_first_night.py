@@ -175,7 +175,7 @@ def _cli_run(world: World, monkeypatch: pytest.MonkeyPatch, prometheus: FakeProm
     path.write_text(EXPERIMENT.format(
         kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
         pattern="{every: 0.2s, burst: 0.1s}", prometheus=prometheus.url, token_env="PROM_TOKEN",
-        measure="", metrics=""))
+        measure="", metrics="", target=""))
     return main(["run", str(path), "--plain", "--no-confirm"])
 
 
@@ -331,7 +331,7 @@ def test_a_kubernetes_experiment_without_a_load_check_is_rejected(world: World) 
     text = EXPERIMENT.format(
         kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
         pattern="{every: 0.2s, burst: 0.1s}", prometheus="http://127.0.0.1:9", token_env="null",
-        measure="", metrics="",
+        measure="", metrics="", target="",
     ).replace(", load: {metric: request_rate, tolerance: 0.1}", "")
     with pytest.raises(ExperimentError, match=r"measure.load: required for a kubernetes target"):
         parse_experiment(text)

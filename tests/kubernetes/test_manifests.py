@@ -23,7 +23,13 @@ from autotune.kubernetes.objects import (
     TRIAL_LABEL,
     PodPlacement,
 )
-from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED, SCHEDTRACE_NEEDED
+from autotune.kubernetes.permissions import (
+    CAPTURE_NEEDED,
+    CLUSTER_NEEDED,
+    NEEDED,
+    SCHEDTRACE_NEEDED,
+    Permission,
+)
 from autotune.kubernetes.stresschaos import CRD_FILE, object_name, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
@@ -141,8 +147,8 @@ def test_chaos_template_is_what_the_injector_renders() -> None:
 
 # --- deploy/ -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["rbac.yaml", "rbac-schedtrace.yaml", "cronjob.yaml",
-                                  "postgres-secret.example.yaml"])
+@pytest.mark.parametrize("name", ["rbac.yaml", "rbac-schedtrace.yaml", "rbac-capture.yaml",
+                                  "cronjob.yaml", "postgres-secret.example.yaml"])
 def test_deploy_manifests_are_valid_kubernetes(name: str) -> None:
     docs = _docs(ROOT / "deploy" / name)
     assert docs
@@ -206,12 +212,14 @@ def test_rbac_grants_exactly_what_a_run_needs() -> None:
     assert docs["Role"]["metadata"]["namespace"] == spec.namespace
 
 
-def test_the_schedtrace_rbac_grants_exactly_the_log_reads() -> None:
-    docs = _by_kind(ROOT / "deploy/rbac-schedtrace.yaml")
+@pytest.mark.parametrize("table", [SCHEDTRACE_NEEDED, CAPTURE_NEEDED])
+def test_each_optional_rbac_file_grants_exactly_its_table(table: tuple[Permission, ...]) -> None:
+    [path] = {p.granted_in for p in table}
+    docs = _by_kind(ROOT / path)
     granted = {(verb, group, resource)
                for rule in docs["Role"]["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    assert granted == {(p.verb, p.kind.group, p.kind.plural) for p in SCHEDTRACE_NEEDED}
+    assert granted == {(p.verb, p.kind.group, p.kind.plural) for p in table}
     base = _by_kind(ROOT / "deploy/rbac.yaml")
     [subject] = docs["RoleBinding"]["subjects"]
     sa = base["ServiceAccount"]["metadata"]

@@ -1,0 +1,54 @@
+"""A pod's net/http/pprof through the API server's pod proxy (``measure.capture`` on a cluster).
+
+``GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/debug/pprof/trace?seconds=5``: the API
+server dials the pod's IP and streams the answer back with its status (kubernetes
+``pkg/registry/core/pod/rest/subresources.go`` ProxyREST, ``pkg/registry/core/pod/strategy.go``
+ResourceLocation). It needs ``get pods/proxy`` (deploy/rbac-capture.yaml) and nothing on the
+service but the pprof handlers on that port: no Service, no port-forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from autotune.errors import MetricsError
+from autotune.insight.capture import Answer
+from autotune.kubernetes.client import Kube, proxy_path
+from autotune.kubernetes.errors import ApiError, Forbidden, NotFound
+
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class PodProxy:
+    kube: Kube
+    namespace: str
+    pod: str
+    port: int
+
+    def where(self, path: str) -> str:
+        route, sep, query = path.partition("?")
+        return f"{self.kube.host}{proxy_path(self.namespace, self.pod, self.port, route)}" \
+               f"{sep}{query}"
+
+    @contextlib.contextmanager
+    def get(self, path: str, timeout: float) -> Iterator[Answer]:
+        try:
+            response = self.kube.proxy_get(self.namespace, self.pod, self.port, path, timeout)
+        except NotFound as e:  # the pod's own 404 comes back as the proxy's
+            response, missing = None, str(e)
+        except Forbidden as e:
+            raise MetricsError(f"{self.where(path)}: {e} (apply deploy/rbac-capture.yaml)") \
+                from None
+        except ApiError as e:
+            raise MetricsError(f"{self.where(path)}: {e}") from None
+        if response is None:
+            yield Answer(404, missing, iter(()))
+            return
+        try:
+            yield Answer(int(response.status), str(response.reason or ""),
+                         response.stream(_CHUNK))
+        finally:
+            response.release_conn()
