@@ -30,8 +30,10 @@ Go-aware prior (GOMAXPROCS at the CPU limit, GOGC raised) and a space-filling de
 measures a configuration twice, and ends with interleaved confirmation rounds that go on while
 the best candidate is not separated from the runner-up or the baseline. Each trial also
 records what happened inside the Go scheduler (scheduling-latency and GC-pause heat maps, CPU
-classes, CFS throttling; with measure.schedtrace the run queues and an overflow detector), and
-the report explains the verdict from those figures. Run nightly, a study continues while the
+classes, CFS throttling; with measure.schedtrace the run queues and an overflow detector, read
+from the service's stderr locally or the pods' logs in a cluster), and the report explains the
+verdict from those figures; measure.capture adds a runtime trace and CPU profile of the baseline
+and the recommendation under stress (in a cluster through the pod proxy). Run nightly, a study continues while the
 environment's fingerprint is unchanged, starts a warm-started one when it changes, re-checks
 the last recommendation against production (--fail-on-drift) and keeps a history.
 """
@@ -95,8 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
     p.add_argument("file")
     p.add_argument("--cluster", action="store_true",
-                   help="also check the cluster: RBAC for every verb, Deployment and container, "
-                        "the StressChaos CRD, server-side dry-runs of the patch and the chaos")
+                   help="also check the cluster: RBAC for every verb (pods/log with "
+                        "measure.schedtrace, pods/proxy with measure.capture), Deployment and "
+                        "container, the StressChaos CRD, server-side dry-runs of the patch and "
+                        "the chaos")
     p.add_argument("--live", action="store_true",
                    help="also run every metric query against Prometheus over a recent window")
     p.add_argument("--context", help="kubeconfig context")
