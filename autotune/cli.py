@@ -33,9 +33,10 @@ records what happened inside the Go scheduler (scheduling-latency and GC-pause h
 classes, CFS throttling; with measure.schedtrace the run queues and an overflow detector, read
 from the service's stderr locally or the pods' logs in a cluster), and the report explains the
 verdict from those figures; measure.capture adds a runtime trace and CPU profile of the baseline
-and the recommendation under stress (in a cluster through the pod proxy). Run nightly, a study continues while the
-environment's fingerprint is unchanged, starts a warm-started one when it changes, re-checks
-the last recommendation against production (--fail-on-drift) and keeps a history.
+and the recommendation under stress (in a cluster through the pod proxy). Run nightly, a study
+continues while the environment's fingerprint is unchanged, starts a warm-started one when it
+changes, re-checks the last recommendation against production (--fail-on-drift) and keeps a
+history.
 """
 
 EPILOG = """\
