@@ -193,7 +193,8 @@ def _scheduler(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
         "Medians over each configuration's runs. Throttled: share of CFS periods in which the "
         "cgroup was throttled. GC CPU: GC's share of the CPU the program used; P idle: idle "
         "share of GOMAXPROCS x time (/cpu/classes). Run queue: runnable goroutines (global + "
-        "local queues), p99.9 over the window (schedtrace). Overflow: runs in which that p99.9 "
+        "local queues), p99.9 over the window (schedtrace, else Go 1.26's runnable-goroutines "
+        "gauge per scrape). Overflow: runs in which that p99.9 "
         "stayed at or above 128 per P for 2.5 s or more (autotune/insight/overflow.py). "
         "'-': not measured."))
     out.append(Table(

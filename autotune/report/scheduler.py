@@ -73,6 +73,16 @@ def _gomaxprocs(c: Configuration, records: Sequence[Mapping[str, Any]]) -> int |
     return known[0] if known else None
 
 
+def _queues(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A run's run queues: schedtrace's (a sample every 100 ms) when traced, else Go 1.26's
+    runnable gauge (a sample per scrape), else None."""
+    trace = record.get("schedtrace") or {}
+    if trace.get("overflow"):
+        return trace
+    runnable = (record.get("insight") or {}).get("runnable") or {}
+    return runnable if runnable.get("overflow") else None
+
+
 def evidence(exp: Experiment, c: Configuration, details: Details,
              limit: float | None) -> tuple[Evidence, SchedulerRow]:
     records = _records(c, details)
@@ -84,7 +94,7 @@ def evidence(exp: Experiment, c: Configuration, details: Details,
         return _median([float(r["metrics"][name]) for r in records
                         if name in (r.get("metrics") or {})])
 
-    traces = [r["schedtrace"] for r in records if (r.get("schedtrace") or {}).get("overflow")]
+    traces = [t for t in map(_queues, records) if t is not None]
     overflow_count = sum(int(t["overflow"]["count"]) for t in traces) if traces else None
     longest = max((float(t["overflow"]["longest"]) for t in traces), default=None)
     threshold = int(traces[0]["overflow"]["threshold"]) if traces else None

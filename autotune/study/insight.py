@@ -9,8 +9,11 @@ After the objective's metrics, for the same window:
 - where the CPU went: the rates of ``/cpu/classes/{user,gc/total,idle,total}`` and the share of
   CFS periods throttled (``container_cpu_cfs_*``: cAdvisor in a cluster, the demo service's own
   cgroup locally);
+- the run queues from Go >= 1.26's ``go_sched_goroutines_runnable_goroutines`` gauge and the
+  overflow detector's verdict on them, when the service exports it;
 - with ``measure.schedtrace``, the run queues from the service's ``GODEBUG=schedtrace`` lines in
-  the window, their summary figures (usable as metrics) and the overflow detector's verdict.
+  the window (every 100 ms, not every scrape), their summary figures (usable as metrics) and
+  the overflow detector's verdict.
 
 None of it can fail a trial: a figure that cannot be read is recorded under ``unavailable`` with
 the reason, never replaced by a number.
@@ -19,6 +22,7 @@ the reason, never replaced by a number.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from autotune.errors import MetricsError
@@ -36,6 +40,7 @@ HISTOGRAMS = {
     "gc_pause": "go_sched_pauses_total_gc_seconds_bucket",
 }
 CPU_CLASSES = {"user": "user", "gc": "gc_total", "idle": "idle", "total": "total"}
+RUNNABLE = "go_sched_goroutines_runnable_goroutines"
 COLUMNS = 12
 
 
@@ -82,7 +87,50 @@ def collect(exp: Experiment, source: MetricSource, live: Live, window: Window) -
             out["unavailable"][name] = str(e)
             continue
         out["heat"][name] = heat.to_json()
+    runnable = runnable_queues(exp, source, selector, window)
+    if isinstance(runnable, str):
+        out["unavailable"]["runnable"] = runnable
+    else:
+        out["runnable"] = runnable
     return out
+
+
+def runnable_queues(exp: Experiment, source: RangeSource, selector: str,
+                    window: Window) -> dict[str, Any] | str:
+    """The run queues without schedtrace: Go >= 1.26's ``/sched/goroutines/runnable`` gauge
+    (``go_sched_goroutines_runnable_goroutines``: global plus local queues), one sample per
+    scrape, through the overflow detector per process; the busiest process is kept (a sum over
+    pods would invent queues). Same shape as ``scheduler()``'s result; or why it is missing."""
+    step = source.scrape_interval
+    series = source.read_range(f"{RUNNABLE}{{ {selector} }}", window, step)
+    if isinstance(series, Unavailable):
+        return (f"{series.reason} (the gauge exists from Go 1.26, exported by client_golang "
+                "with runtime metrics enabled)")
+    procs = source.read_range(f"max(go_sched_gomaxprocs_threads{{ {selector} }})", window, step)
+    gomaxprocs = 1 if isinstance(procs, Unavailable) else max(
+        (int(float(v)) for s in procs for _, v in s.get("values", ()) if math.isfinite(float(v))),
+        default=1)
+    threshold = exp.measure.overflow_threshold or overflow.default_threshold(gomaxprocs)
+    best: tuple[int, dict[str, Any]] | None = None
+    for s in series:
+        points = [(float(t) - window.start, float(v)) for t, v in s.get("values", ())
+                  if math.isfinite(float(v))]
+        if not points:
+            continue
+        # one sample per scrape: a step of 1.5 scrapes never leaves a step empty
+        found = overflow.detect(points, threshold, step=max(overflow.STEP, 1.5 * step))
+        peak = schedtrace.p999([int(v) for _, v in points])
+        labels = s.get("metric") or {}
+        entry = {"source": f"{RUNNABLE} {labels.get('pod') or labels.get('instance', '')}",
+                 "series": {"t_ms": [round(t * 1000) for t, _ in points],
+                            "runnable": [int(v) for _, v in points]},
+                 "summary": {"runq_total_p999": float(peak), "samples": float(len(points))},
+                 "overflow": found.to_dict()}
+        if best is None or peak > best[0]:
+            best = (peak, entry)
+    if best is None:
+        return f"no samples of {RUNNABLE} in the window"
+    return best[1]
 
 
 def scheduler(exp: Experiment, target: Target, live: Live, window: Window) -> dict[str, Any]:

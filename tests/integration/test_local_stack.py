@@ -194,6 +194,12 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         # the quota a 5 s window may see no throttled period at all.
         assert 0 <= cpu["throttled_share"] <= 1
         assert 0 < cpu["user"] < cpu["total"]
+        # Go >= 1.26's runnable gauge, one sample per 1 s scrape over the 5 s window
+        runnable = insight["runnable"]
+        assert runnable["source"].startswith("go_sched_goroutines_runnable_goroutines")
+        assert 4 <= runnable["summary"]["samples"] <= 7, runnable
+        assert runnable["summary"]["runq_total_p999"] == max(runnable["series"]["runnable"])
+        assert "fired" in runnable["overflow"]
     baseline = records[0]
     assert baseline["kind"] == "baseline"
     # GOMAXPROCS unset under a 1-CPU quota: Go >= 1.25 picks max(2, ceil(1)) = 2.

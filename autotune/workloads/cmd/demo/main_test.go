@@ -71,6 +71,7 @@ func TestMetricsExposition(t *testing.T) {
 		"go_gc_cycles_total_gc_cycles_total", "go_gc_cycles_forced_gc_cycles_total",
 		"go_gc_cycles_automatic_gc_cycles_total", "go_gc_gogc_percent", "go_gc_gomemlimit_bytes",
 		"go_memory_classes_heap_objects_bytes", "go_goroutines", "go_sched_goroutines_goroutines",
+		"go_sched_goroutines_runnable_goroutines",
 		"go_info", "process_cpu_seconds_total", "go_gc_duration_seconds", "demo_forcegc_interval_ms",
 	} {
 		if !strings.Contains(body, "# TYPE "+name+" ") || !strings.Contains(body, "# HELP "+name+" ") {

@@ -30,6 +30,11 @@ var runtimeScalarNames = []string{
 	"/cpu/classes/scavenge/total:cpu-seconds",
 	"/sched/gomaxprocs:threads",
 	"/sched/goroutines:goroutines",
+	// Go >= 1.26: goroutines by state; runnable is what the overflow detector reads without
+	// schedtrace (skipped on older Go versions)
+	"/sched/goroutines/runnable:goroutines",
+	"/sched/goroutines/running:goroutines",
+	"/sched/goroutines/waiting:goroutines",
 	"/gc/cycles/total:gc-cycles",
 	"/gc/cycles/forced:gc-cycles",
 	"/gc/cycles/automatic:gc-cycles",
