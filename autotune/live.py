@@ -37,6 +37,11 @@ class Live:
     pods: tuple[str, ...] = ()
     """Kubernetes pods of the candidate: an external Prometheus must have scraped each of them
     (``up == 1``) before a window starts."""
+    load_scope: tuple[Matcher, ...] = ()
+    """The load generator's series when they are not in ``scope`` (fills ``{{load_selector}}``;
+    empty: the same as ``scope``, as locally where one label selects both)."""
+    load_pods: tuple[str, ...] = ()
+    """The load generator's pods, scraped (``up == 1``) before a window starts like ``pods``."""
 
 
 @dataclass(frozen=True)

@@ -169,11 +169,16 @@ def _check_metrics(exp: Experiment) -> list[str]:
             if exp.measure.schedtrace_period is None:
                 problems.append(f"metrics.{name}.schedtrace: needs measure.schedtrace: true")
             continue
-        unknown = placeholders(exp.metric(name).query) - KNOWN_PLACEHOLDERS
+        used = placeholders(exp.metric(name).query)
+        unknown = used - KNOWN_PLACEHOLDERS
         if unknown:
             problems.append(f"metrics.{name}: unknown placeholder(s) "
                             f"{', '.join(sorted('{{' + u + '}}' for u in unknown))} "
-                            "(known: {{selector}}, {{window}})")
+                            "(known: {{selector}}, {{load_selector}}, {{window}})")
+        cluster = exp.target.kubernetes
+        if "load_selector" in used and cluster is not None and cluster.load is None:
+            problems.append(f"metrics.{name}: {{{{load_selector}}}} selects the load generator's "
+                            "series: it needs target.kubernetes.load")
     goals = exp.goals
     for i, goal in enumerate(goals):
         at = "objective" if len(goals) == 1 else f"objective[{i}]"
@@ -213,11 +218,13 @@ def _check_measure(exp: Experiment) -> list[str]:
     if load is not None and load.metric not in exp.metrics:
         problems.append(f"measure.load.metric: unknown metric {load.metric!r} "
                         f"(known: {', '.join(exp.metrics)})")
-    if load is None and exp.target.kind == "kubernetes":
-        problems.append("measure.load: required for a kubernetes target: trials compare only "
-                        "under the same load, which autotune does not generate in a cluster; "
+    cluster = exp.target.kubernetes
+    if load is None and cluster is not None and cluster.load is None:
+        problems.append("measure.load: required for a kubernetes target without "
+                        "target.kubernetes.load: trials compare only under the same load; "
                         "name the metric of the served request rate, e.g. "
-                        "{metric: request_rate, tolerance: 0.1}")
+                        "{metric: request_rate, tolerance: 0.1}, or let autotune generate the "
+                        "load (target.kubernetes.load)")
     if exp.target.kind != "simulated":
         needed = 4 * exp.prometheus.scrape_interval
         if exp.measure.window < needed:

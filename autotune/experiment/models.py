@@ -151,6 +151,22 @@ class LocalTarget(Model):
     load: LoadSpec = Field(default_factory=LoadSpec)
 
 
+class ClusterLoad(Model):
+    """autotune's open-loop load generator as a pod in the target's namespace, sending to a
+    Service: every trial gets the same load, and its client-side histogram
+    (``loadgen_request_duration_seconds``, selected by ``{{load_selector}}``) can be the
+    objective."""
+
+    url: str = Field(pattern=r"^http://[^/@\s]+(/\S*)?$",
+                     description="the Service to load, e.g. http://api.shop.svc:8080/")
+    rate: float = Field(gt=0, le=1e6, description="requests per second, open loop")
+    connections: int = Field(default=64, ge=1, le=10000)
+    image: str = Field(min_length=1, description="an image with /usr/local/bin/autotune-loadgen "
+                                                 "(deploy/Dockerfile builds one)")
+    metrics_port: int = Field(default=9100, ge=1, le=65535)
+    ready_timeout: Duration = 120.0
+
+
 class KubernetesTarget(Model):
     """Patch the env of one container of one Deployment and wait for the rollout."""
 
@@ -165,6 +181,9 @@ class KubernetesTarget(Model):
         default=None, ge=1, le=65535,
         description="the container port serving net/http/pprof, for measure.capture (reached "
                     "through the API server's pod proxy)")
+    load: ClusterLoad | None = Field(
+        default=None, description="run autotune's load generator in the namespace for every "
+                                  "measured candidate")
 
 
 class SimulatedTarget(Model):

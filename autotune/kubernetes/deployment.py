@@ -34,6 +34,7 @@ from autotune.insight import podlog, schedtrace
 from autotune.kubernetes.client import Kube
 from autotune.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
 from autotune.kubernetes.lease import RunLease
+from autotune.kubernetes.loadgen import LoadGenerator
 from autotune.kubernetes.objects import (
     AUTOSCALERS,
     DEPLOYMENTS,
@@ -249,7 +250,8 @@ class KubernetesTarget:
     def __init__(self, spec: models.KubernetesTarget, kube: Kube, clock: Clock, *,
                  variables: Sequence[str], study: str, state_dir: Path | None = None,
                  guard: StressGuard | None = None, lease: RunLease | None = None,
-                 schedtrace_ms: int | None = None) -> None:
+                 schedtrace_ms: int | None = None, load: LoadGenerator | None = None,
+                 load_seconds: float = 0.0) -> None:
         self.spec, self.kube, self.clock = spec, kube, clock
         self.variables, self.study = list(variables), study
         self.schedtrace_ms = schedtrace_ms
@@ -257,6 +259,10 @@ class KubernetesTarget:
         the container's own GODEBUG, which is saved and restored like a parameter's variable."""
         if schedtrace_ms is not None and GODEBUG not in self.variables:
             self.variables.append(GODEBUG)
+        self.load, self.load_seconds = load, load_seconds
+        """``target.kubernetes.load``: a generator pod per measured candidate, for at most
+        ``load_seconds`` (a trial's warm-up, window and margins)."""
+        self._measured = 0
         self.state_file = (state_dir / f"original-env.{spec.namespace}.{spec.deployment}.json"
                            if state_dir is not None else None)
         self.guard = guard or StressGuard()
@@ -341,9 +347,11 @@ class KubernetesTarget:
         return None
 
     def apply(self, env: Env) -> Live:
-        return self._apply(env, tracing=True)
+        return self._apply(env, measured=True)
 
-    def _apply(self, env: Env, tracing: bool) -> Live:
+    def _apply(self, env: Env, measured: bool) -> Live:
+        """``measured``: a candidate to measure (schedtrace on, the load generator started),
+        not the study's final choice."""
         unknown = sorted(set(env) - set(self.variables))
         if unknown:
             raise TargetError(f"not a parameter's variable: {', '.join(unknown)}")
@@ -356,7 +364,9 @@ class KubernetesTarget:
             if usable_problem is not None:
                 raise TargetProblem(f"{self.where} {usable_problem}")
             self._save_original(dep)
-            full = self._godebug(env, tracing)
+            if self.load is not None:
+                self.load.stop()  # the rollout is not measured: no load on it
+            full = self._godebug(env, measured)
             patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                       env_patch(self.spec.container, full))
             try:
@@ -364,9 +374,15 @@ class KubernetesTarget:
             except TargetError as e:
                 raise type(e)(f"{e}; {self._roll_back()}") from None
             self._verify_env(pods, full)
-            return self._live(patched, new, pods, env)
+            live = self._live(patched, new, pods, env)
+        if measured and self.load is not None:
+            self._measured += 1
+            name = self.load.start(str(self._measured), self.load_seconds)
+            live = replace(live, load_scope=self.load.scope(name), load_pods=(name,),
+                           details={**live.details, "load_pod": name})
+        return live
 
-    def _godebug(self, env: Env, tracing: bool) -> Env:
+    def _godebug(self, env: Env, measured: bool) -> Env:
         """``env`` plus GODEBUG: with schedtrace merged in for a measured candidate, as the
         container had it (or the candidate set it) for the study's final choice."""
         if self.schedtrace_ms is None:
@@ -384,10 +400,15 @@ class KubernetesTarget:
                     "plain value, or turn measure.schedtrace off")
             base = _value(entry)
         return {**env, GODEBUG: schedtrace.merge_godebug(base, self.schedtrace_ms)
-                if tracing else base}
+                if measured else base}
 
     def check(self, live: Live) -> Mapping[str, Any]:
         placement = _placement(live)
+        if live.load_pods and self.load is not None:
+            problem = self.load.alive()
+            if problem is not None:
+                raise TargetError(f"{problem}: the load changed during the window, which is "
+                                  "discarded")
         with reraise_as(TargetError):
             items, _ = self.kube.list(self._pods(placement.selector))
         before = {p["name"]: p for p in live.details.get("pods", [])}
@@ -419,6 +440,9 @@ class KubernetesTarget:
         to keep ``best`` (the study's best feasible candidate); without a best, the original
         comes back, the safe default.
         """
+        if self.load is not None:
+            with reraise_as(TargetError):
+                self.load.stop()
         if self._original is None:
             self._release()
             return
@@ -440,7 +464,7 @@ class KubernetesTarget:
     def finish_with(self, env: Env) -> Live:
         """Apply ``env`` as the study's choice and keep it: a later ``restore()`` does nothing.
         Without schedtrace: the container's own GODEBUG comes back."""
-        live = self._apply(env, tracing=False)
+        live = self._apply(env, measured=False)
         with reraise_as(TargetError):
             self._forget()
         return live
@@ -448,15 +472,16 @@ class KubernetesTarget:
     def cleanup(self) -> list[str]:
         """Restore the Deployment if a run that did not finish left its original env on it.
         Takes the run Lease first: a run that is still alive is not "unfinished"."""
+        done = self.load.cleanup() if self.load is not None else []
         with reraise_as(TargetError):
             self._hold()
             dep = self._deployment()
             original = Original.of(dep)
             if original is None:
-                return []
+                return done
             self._put_back(original)
             self._forget()
-        return [f"{self.where}: restored the original env of {', '.join(original.env)} "
+        return [*done, f"{self.where}: restored the original env of {', '.join(original.env)} "
                 f"saved by an unfinished run of study {original.study!r} at {original.saved_at}"]
 
     def noise_probe(self) -> NoiseProbe | None:

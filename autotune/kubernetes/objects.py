@@ -103,6 +103,20 @@ def ours(study: str | None = None) -> str:
     return label_selector(labels)
 
 
+_DNS_BAD = re.compile(r"[^a-z0-9-]+")
+
+
+def _dns(text: str) -> str:
+    return _DNS_BAD.sub("-", text.lower()).strip("-")
+
+
+def object_name(study: str | None, trial: str | None, unique: str) -> str:
+    """The name of an object we create: ``autotune-<study>-t<trial>-<unique>``."""
+    parts = ["autotune", _dns(study or "")[:30].strip("-"), f"t{_dns(trial)}" if trial else "",
+             unique]
+    return "-".join(p for p in parts if p)
+
+
 def name_of(obj: Obj) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
 

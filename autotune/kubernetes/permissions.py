@@ -75,7 +75,15 @@ CAPTURE_NEEDED: tuple[Permission, ...] = (
 )
 
 
-def needed(schedtrace: bool, capture: bool) -> tuple[Permission, ...]:
+# Only with ``target.kubernetes.load``: creating pods is as much as running any image there.
+LOAD_NEEDED: tuple[Permission, ...] = (
+    Permission("create", PODS, "LoadGenerator.start: the load generator's pod",
+               "deploy/rbac-load.yaml"),
+    Permission("delete", PODS, "LoadGenerator.stop and cleanup", "deploy/rbac-load.yaml"),
+)
+
+
+def needed(schedtrace: bool, capture: bool, load: bool = False) -> tuple[Permission, ...]:
     """The namespaced permissions a run of an experiment needs."""
     return (*NEEDED, *(SCHEDTRACE_NEEDED if schedtrace else ()),
-            *(CAPTURE_NEEDED if capture else ()))
+            *(CAPTURE_NEEDED if capture else ()), *(LOAD_NEEDED if load else ()))

@@ -19,12 +19,15 @@ from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
 from autotune.kubernetes.deployment import StressGuard, restore_annotated
 from autotune.kubernetes.lease import RunLease
+from autotune.kubernetes.loadgen import LoadGenerator, load_pods
 from autotune.kubernetes.objects import (
     DEPLOYMENTS,
     ORIGINAL_ENV_ANNOTATION,
+    PODS,
     STRESSCHAOS,
     PodPlacement,
     Selection,
+    name_of,
 )
 from autotune.kubernetes.permissions import needed
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
@@ -54,10 +57,13 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
     # Renewed on every trial: it outlives the longest trial, then a dead run's lease expires.
     lease = RunLease(kube, clock, namespace=spec.namespace, deployment=spec.deployment,
                      study=exp.name, duration=exp.max_trial_seconds + 60)
+    load = (LoadGenerator(spec.load, kube, clock, namespace=spec.namespace, study=exp.name)
+            if spec.load is not None else None)
     target = DeploymentTarget(spec, kube, clock, variables=[p.env_var for p in exp.parameters],
                               study=exp.name, state_dir=results, guard=guard,
                               lease=lease if results is not None else None,
-                              schedtrace_ms=exp.measure.schedtrace_ms)
+                              schedtrace_ms=exp.measure.schedtrace_ms, load=load,
+                              load_seconds=exp.max_trial_seconds)
     injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name,
                                  guard=guard)
     return target, injector
@@ -109,7 +115,7 @@ def validate_cluster(exp: Experiment, context: str | None = None,
         return [str(e)]
     spec = _spec(exp)
     problems = _access(kube, spec.namespace, exp.measure.schedtrace_period is not None,
-                       bool(exp.measure.capture))
+                       bool(exp.measure.capture), spec.load is not None)
     target, injector = _parts(exp, kube, clock, None)
     try:
         facts = target.describe()
@@ -136,9 +142,10 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     return problems + _dry_runs(exp, target, injector)
 
 
-def _access(kube: Kube, namespace: str, schedtrace: bool, capture: bool) -> list[str]:
+def _access(kube: Kube, namespace: str, schedtrace: bool, capture: bool,
+            load: bool) -> list[str]:
     problems = []
-    for permission in needed(schedtrace, capture):
+    for permission in needed(schedtrace, capture, load):
         verb, kind = permission.verb, permission.kind
         try:
             allowed, reason = kube.can_i(verb, kind, namespace)
@@ -193,8 +200,7 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
         return [str(e)]
     now = clock.now()
     window = Window(now - exp.measure.window, now)
-    values = {"selector": promql.render_selector(live.scope),
-              "window": promql.render_window(window.seconds)}
+    values = promql.values(live, window.seconds)
     queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
                if exp.metric(name).query}
     source = PrometheusSource(exp.prometheus, clock)
@@ -221,11 +227,16 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
 def cleanup_namespace(namespace: str, context: str | None = None,
                       kubeconfig: str | None = None, *, clock: Clock | None = None,
                       rollout_timeout: float = 300.0) -> list[str]:
-    """Remove every StressChaos autotune left in ``namespace`` (any study) and restore every
-    Deployment that still carries an original env saved by autotune. Says what it did."""
+    """Remove every StressChaos and load generator pod autotune left in ``namespace`` (any
+    study) and restore every Deployment that still carries an original env saved by autotune.
+    Says what it did."""
     clock = clock or SystemClock()
     kube = connect(clock, context=context, kubeconfig=kubeconfig)
     done = ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
+    generators, _ = kube.list(Selection(PODS, namespace, labels=load_pods(None)))
+    for pod in generators:  # a dead run's load generator (deleting needs rbac-load.yaml)
+        kube.delete(PODS, namespace, name_of(pod))
+        done.append(f"load generator pod {namespace}/{name_of(pod)}")
     items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
     for dep in items:
         if ORIGINAL_ENV_ANNOTATION not in (dep.get("metadata", {}).get("annotations") or {}):

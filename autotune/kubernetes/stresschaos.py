@@ -30,7 +30,6 @@ import copy
 import functools
 import logging
 import math
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -64,6 +63,7 @@ from autotune.kubernetes.objects import (
     Selection,
     label_value,
     name_of,
+    object_name,
     one,
     ours,
 )
@@ -124,21 +124,8 @@ def manifest_problems(manifest: Obj) -> list[str]:
 
 # --- rendering ------------------------------------------------------------------------------
 
-_DNS_BAD = re.compile(r"[^a-z0-9-]+")
-
-
-def _dns(text: str) -> str:
-    return _DNS_BAD.sub("-", text.lower()).strip("-")
-
-
 def go_duration(seconds: float) -> str:
     return f"{max(1, math.ceil(seconds))}s"
-
-
-def object_name(study: str | None, trial: str | None, unique: str) -> str:
-    parts = ["autotune", _dns(study or "")[:30].strip("-"), f"t{_dns(trial)}" if trial else "",
-             unique]
-    return "-".join(p for p in parts if p)
 
 
 def identity(study: str | None, labels: Mapping[str, str]) -> dict[str, str]:

@@ -293,10 +293,15 @@ class PrometheusSource:
 
     def _await_pods_up(self, live: Live) -> None:
         """An external Prometheus discovers new pods by itself (service discovery, then the next
-        scrape): wait until each pod of the candidate has a successful scrape."""
-        if not live.pods:
-            return
-        selector = promql.render_selector(live.scope)
+        scrape): wait until each pod of the candidate, and of its load generator, has a
+        successful scrape."""
+        for scope, pods, what in ((live.scope, live.pods, "the candidate"),
+                                  (live.load_scope, live.load_pods, "the load generator")):
+            if pods:
+                self._await_up(scope, pods, what)
+
+    def _await_up(self, scope: Sequence[Matcher], pods: Sequence[str], what: str) -> None:
+        selector = promql.render_selector(tuple(scope))
         query = f"count(count by (pod) (up{{{selector}}} == 1))"
         # Discovery (kubernetes_sd watches, a few seconds) plus up to two scrape intervals.
         timeout = 3 * self.scrape_interval + 30.0
@@ -305,11 +310,11 @@ class PrometheusSource:
         def up() -> bool:
             nonlocal reading
             reading = self._query(query, self.clock.now())
-            return isinstance(reading, float) and reading >= len(live.pods)
+            return isinstance(reading, float) and reading >= len(pods)
 
         wait_until(self.clock, up, timeout, self._poll, error=lambda _: MetricsError(
-            f"Prometheus has no successful scrape (up == 1) of every pod of the candidate "
-            f"({', '.join(live.pods)}) after {timeout:g}s: "
+            f"Prometheus has no successful scrape (up == 1) of every pod of {what} "
+            f"({', '.join(pods)}) after {timeout:g}s: "
             f"{reading if isinstance(reading, Unavailable) else f'{reading:g} pod(s) up'}; "
             "check its service discovery (annotations, PodMonitor or ServiceMonitor)"))
 

@@ -1,14 +1,15 @@
-"""PromQL templating: fill ``{{selector}}`` and ``{{window}}`` safely. Pure functions."""
+"""PromQL templating: fill ``{{selector}}``, ``{{load_selector}}`` and ``{{window}}`` safely.
+Pure functions."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-from autotune.live import Matcher
+from autotune.live import Live, Matcher
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-KNOWN_PLACEHOLDERS = frozenset({"selector", "window"})
+KNOWN_PLACEHOLDERS = frozenset({"selector", "load_selector", "window"})
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RE2 metacharacters; pod names never contain them, but label values from users might.
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
@@ -36,6 +37,13 @@ def render_selector(matchers: tuple[Matcher, ...]) -> str:
             raise ValueError(f"invalid label name {m.label!r}")
         parts.append(f"{m.label}{'=~' if m.regex else '='}{quote(m.value)}")
     return ",".join(parts)
+
+
+def values(live: Live, seconds: float) -> dict[str, str]:
+    """What fills the placeholders of a query for ``live`` over a window of ``seconds``."""
+    return {"selector": render_selector(live.scope),
+            "load_selector": render_selector(live.load_scope or live.scope),
+            "window": render_window(seconds)}
 
 
 def render_window(seconds: float) -> str:

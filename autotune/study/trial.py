@@ -201,8 +201,7 @@ def _read(
     exp: Experiment, source: MetricSource, target: Target, live: Live, window: Window,
     record: dict[str, Any],
 ) -> dict[str, float]:
-    values = {"selector": promql.render_selector(live.scope),
-              "window": promql.render_window(window.seconds)}
+    values = promql.values(live, window.seconds)
     queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
                if exp.metric(name).query}
     record["queries"] = queries

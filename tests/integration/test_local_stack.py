@@ -123,6 +123,12 @@ def test_loadgen_refuses_non_loopback_targets() -> None:
     code, out = proc.run([str(gobuild.build("loadgen")), "-target", "http://10.0.0.1:80/",
                           "-rate", "1", "-listen", "127.0.0.1:0"], timeout=10)
     assert code != 0 and "loopback" in out.lower()
+    # -in-cluster (the generator's pod in a cluster) is refused outside a pod
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    code, out = proc.run([str(gobuild.build("loadgen")), "-in-cluster", "-target",
+                          "http://10.0.0.1:80/", "-rate", "1", "-listen", ":0"], env=env,
+                         timeout=10)
+    assert code != 0 and "not in a Kubernetes pod" in out, out
 
 
 def _local_experiment(tmp: Path, **extra: Any) -> Path:

@@ -16,6 +16,7 @@ from autotune.experiment import Experiment, parse_experiment
 from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget, StressGuard
 from autotune.kubernetes.lease import RunLease
+from autotune.kubernetes.loadgen import LoadGenerator
 from autotune.kubernetes.stresschaos import ChaosMeshInjector
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
@@ -105,7 +106,12 @@ class FakeMetrics:
         pods = sorted(live.placement["pods"])
         stressed = [i for i in self.fake.injected if i.pods == pods]
         out: dict[str, Reading] = {}
+        load = live.details.get("load_pod")
         for name, query in queries.items():
+            if "loadgen_" in query:  # the in-cluster generator's own histogram
+                out[name] = (0.004 if load and f'pod="{load}"' in query and self._serving(load)
+                             else Unavailable(f"no series for {query}"))
+                continue
             if not all(p in query for p in pods) or f'namespace="{NAMESPACE}"' not in query:
                 out[name] = Unavailable(f"no series for {query}")
             elif not stressed:
@@ -116,6 +122,10 @@ class FakeMetrics:
                 procs = int(live.env.get("GOMAXPROCS") or 8)
                 out[name] = 0.003 * (1 + abs(procs - 2) / 4)
         return out
+
+    def _serving(self, pod: str) -> bool:
+        found = self.fake.get("pods", NAMESPACE, pod)
+        return found is not None and found["status"].get("phase") == "Running"
 
     def close(self) -> None:
         self.closed = True
@@ -154,10 +164,13 @@ class World:
         kube = self.kube()
         lease = RunLease(kube, self.clock, namespace=spec.namespace, deployment=spec.deployment,
                          study=exp.name, duration=exp.max_trial_seconds + 60)
+        load = (LoadGenerator(spec.load, kube, self.clock, namespace=spec.namespace,
+                              study=exp.name) if spec.load is not None else None)
         return KubernetesTarget(spec, kube, self.clock,
                                 variables=[p.env_var for p in exp.parameters], study=exp.name,
                                 state_dir=self.tmp / "results", guard=guard, lease=lease,
-                                schedtrace_ms=exp.measure.schedtrace_ms)
+                                schedtrace_ms=exp.measure.schedtrace_ms, load=load,
+                                load_seconds=exp.max_trial_seconds)
 
     def injector(self, *, timeout: float = 1.0, study: str | None = "api-test",
                  guard: StressGuard | None = None) -> ChaosMeshInjector:

@@ -13,7 +13,10 @@ What it serves (namespaced paths of the real API):
   containerIDs, env copied from the template) while the old ones terminate, then are gone.
   ``rollout = "never"`` leaves every rollout stuck; ``stuck_when(env)`` only some (a candidate
   whose pods crash-loop).
-- ``pods`` and ``events`` (v1): list and watch with label and field selectors.
+- ``pods`` and ``events`` (v1): list and watch with label and field selectors; bare pods (the
+  load generator) are created after a strict schema check (``kubernetes_validate``, as the API
+  server's strict decoding) Pending, then Running and Ready, or stuck waiting with
+  ``pod_failure`` (ErrImagePull ...), and deleted.
 - ``leases`` (coordination.k8s.io/v1): create (409 AlreadyExists), get, update (PUT) with the
   API server's optimistic concurrency (a stale ``metadata.resourceVersion`` is 409 Conflict, as
   apiserver/pkg/registry/generic/registry/store.go Update), delete.
@@ -72,10 +75,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonschema
+import kubernetes_validate
 
 from autotune.kubernetes.stresschaos import crd, tighten
 
 Obj = dict[str, Any]
+K8S_VERSION = kubernetes_validate.latest_version()
 
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "deployments": ("apps", "v1", "Deployment"),
@@ -159,6 +164,10 @@ class FakeCluster:
     log_runnable: dict[str, int] = field(default_factory=dict)
     pprof_port: int | None = None
     """The port the pods serve net/http/pprof on (None: they do not)."""
+    pod_failure: str | None = None
+    """A waiting reason (ErrImagePull, ...) every created bare pod gets instead of running."""
+    created_pods: list[Obj] = field(default_factory=list)
+    deleted_pods: list[str] = field(default_factory=list)
     proxied: list[tuple[str, list[str]]] = field(default_factory=list)
     """Pod name -> the global run-queue length its SCHED lines report (default: as recorded)."""
     created_chaos: list[Obj] = field(default_factory=list)
@@ -663,6 +672,8 @@ class FakeCluster:
                                     f'{_resource(plural)} "{name}" already exists')
                 body["metadata"]["namespace"] = namespace
                 return 201, copy.deepcopy(self._store(plural, body, "ADDED"))
+        if plural == "pods":
+            return 201, self._create_pod(namespace, body, query)
         if plural != "stresschaos":
             raise HttpError(405, "MethodNotAllowed", f"the fake does not create {plural}")
         name = body.get("metadata", {}).get("name", "")
@@ -682,6 +693,38 @@ class FakeCluster:
             stored = self._store("stresschaos", body, "ADDED")
             self._later(self.delay, lambda: self._chaos_select(namespace, name))
             return 201, copy.deepcopy(stored)
+
+    def _create_pod(self, namespace: str, body: Obj, query: dict[str, str]) -> Obj:
+        """A bare pod (the load generator): validated against the Pod schema (unknown fields are
+        400 with fieldValidation=Strict, as apiserver's strict decoding), Pending, then Running
+        and Ready after ``delay`` as the kubelet reports it; ``pod_failure`` makes it end Failed
+        with that reason instead (an image that cannot be pulled)."""
+        try:
+            kubernetes_validate.validate(body, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            raise HttpError(400, "BadRequest", f"Pod in version \"v1\" cannot be handled as a "
+                            f"Pod: {str(e).splitlines()[0]}") from None
+        name = body.get("metadata", {}).get("name", "")
+        body["metadata"]["namespace"] = namespace
+        body["status"] = {"phase": "Pending", "conditions": [
+            {"type": "Ready", "status": "False"}]}
+        with self.cond:
+            if ("pods", namespace, name) in self.objects:
+                raise HttpError(409, "AlreadyExists", f'pods "{name}" already exists')
+            stored = self._store("pods", body, "ADDED")
+            self.created_pods.append(copy.deepcopy(body))
+        container = body["spec"]["containers"][0]["name"]
+        if self.pod_failure is not None:
+            status: Obj = {"phase": "Pending", "containerStatuses": [{
+                "name": container, "ready": False, "restartCount": 0,
+                "state": {"waiting": {"reason": self.pod_failure, "message": "fake"}}}]}
+        else:
+            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                      "containerStatuses": [{"name": container, "ready": True,
+                                             "restartCount": 0, "containerID": _container_id(),
+                                             "state": {"running": {}}}]}
+        self._later(self.delay, lambda: self._start_pod(body, status))
+        return copy.deepcopy(stored)
 
     def _admit_chaos(self, body: Obj, strict: bool) -> Obj:
         name = body.get("metadata", {}).get("name", "")
@@ -731,6 +774,12 @@ class FakeCluster:
             with self.cond:
                 obj = self._get(plural, namespace, name)
                 self._store(plural, obj, "DELETED")
+                return copy.deepcopy(obj)
+        if plural == "pods":
+            with self.cond:
+                obj = self._get(plural, namespace, name)
+                self._store(plural, obj, "DELETED")
+                self.deleted_pods.append(name)
                 return copy.deepcopy(obj)
         if plural != "stresschaos":
             raise HttpError(405, "MethodNotAllowed", f"the fake does not delete {plural}")

@@ -22,15 +22,17 @@ from autotune.kubernetes.objects import (
     STUDY_LABEL,
     TRIAL_LABEL,
     PodPlacement,
+    object_name,
 )
 from autotune.kubernetes.permissions import (
     CAPTURE_NEEDED,
     CLUSTER_NEEDED,
+    LOAD_NEEDED,
     NEEDED,
     SCHEDTRACE_NEEDED,
     Permission,
 )
-from autotune.kubernetes.stresschaos import CRD_FILE, object_name, render
+from autotune.kubernetes.stresschaos import CRD_FILE, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
 from tests.kubernetes.conftest import FakeMetrics, World
@@ -148,7 +150,8 @@ def test_chaos_template_is_what_the_injector_renders() -> None:
 # --- deploy/ -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["rbac.yaml", "rbac-schedtrace.yaml", "rbac-capture.yaml",
-                                  "cronjob.yaml", "postgres-secret.example.yaml"])
+                                  "rbac-load.yaml", "cronjob.yaml",
+                                  "postgres-secret.example.yaml"])
 def test_deploy_manifests_are_valid_kubernetes(name: str) -> None:
     docs = _docs(ROOT / "deploy" / name)
     assert docs
@@ -212,7 +215,7 @@ def test_rbac_grants_exactly_what_a_run_needs() -> None:
     assert docs["Role"]["metadata"]["namespace"] == spec.namespace
 
 
-@pytest.mark.parametrize("table", [SCHEDTRACE_NEEDED, CAPTURE_NEEDED])
+@pytest.mark.parametrize("table", [SCHEDTRACE_NEEDED, CAPTURE_NEEDED, LOAD_NEEDED])
 def test_each_optional_rbac_file_grants_exactly_its_table(table: tuple[Permission, ...]) -> None:
     [path] = {p.granted_in for p in table}
     docs = _by_kind(ROOT / path)
@@ -226,6 +229,13 @@ def test_each_optional_rbac_file_grants_exactly_its_table(table: tuple[Permissio
     assert (subject["name"], subject["namespace"]) == (sa["name"], sa["namespace"])
     assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
     assert docs["Role"]["metadata"]["namespace"] == base["Role"]["metadata"]["namespace"]
+
+
+def test_the_image_ships_the_load_generator_the_pod_runs() -> None:
+    from autotune.kubernetes.loadgen import BINARY
+    text = (ROOT / "deploy/Dockerfile").read_text()
+    assert re.search(r"go build .* -o /out/autotune-loadgen \./cmd/loadgen$", text, re.M)
+    assert f"COPY --from=loadgen /out/autotune-loadgen {BINARY}" in text
 
 
 def test_dockerfile_runs_autotune_as_non_root() -> None:

@@ -7,7 +7,8 @@
 // in flight; further due requests wait in a queue, and their latency keeps
 // counting while they wait. If the queue holds more than 10 s worth of
 // requests (10 x rate), newly due requests are counted as outcome="dropped"
-// instead of being queued. Only loopback targets are allowed.
+// instead of being queued. Only loopback targets are allowed, except with
+// -in-cluster inside a Kubernetes pod (autotune's in-cluster load, issue 9).
 //
 // Metrics on -listen (/metrics, Prometheus text format 0.0.4):
 //
@@ -64,7 +65,7 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func checkTarget(raw string) (*url.URL, error) {
+func checkTarget(raw string, inCluster bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
@@ -72,7 +73,10 @@ func checkTarget(raw string) (*url.URL, error) {
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("target %q: only http:// is supported", raw)
 	}
-	if !isLoopbackHost(u.Hostname()) {
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("target %q: no host", raw)
+	}
+	if !inCluster && !isLoopbackHost(u.Hostname()) {
 		return nil, fmt.Errorf("target %q: only loopback hosts (127.0.0.0/8, localhost, [::1]) are allowed", raw)
 	}
 	if u.User != nil {
@@ -81,7 +85,7 @@ func checkTarget(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func checkListen(addr string) error {
+func checkListen(addr string, inCluster bool) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
@@ -89,7 +93,7 @@ func checkListen(addr string) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("bad port %q", port)
 	}
-	if !isLoopbackHost(host) {
+	if !inCluster && !isLoopbackHost(host) {
 		return fmt.Errorf("refusing to listen on %q: loopback only", host)
 	}
 	return nil
@@ -288,6 +292,7 @@ func main() {
 	flag.Var(&headers, "header", "extra request header \"Key: Value\" (repeatable)")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
 	maxDuration := flag.Duration("max-duration", time.Hour, "dead-man switch: exit by itself after this long")
+	inCluster := flag.Bool("in-cluster", false, "run as a Kubernetes pod against a cluster Service: any target host, listen on any address (refused outside a pod: KUBERNETES_SERVICE_HOST must be set)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix("loadgen: ")
@@ -302,11 +307,14 @@ func main() {
 	if *target == "" || *listen == "" {
 		fail("-target and -listen are required")
 	}
-	u, err := checkTarget(*target)
+	if *inCluster && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		fail("-in-cluster: not in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set)")
+	}
+	u, err := checkTarget(*target, *inCluster)
 	if err != nil {
 		fail("%v", err)
 	}
-	if err := checkListen(*listen); err != nil {
+	if err := checkListen(*listen, *inCluster); err != nil {
 		fail("-listen: %v", err)
 	}
 	if !(*rate > 0) || math.IsInf(*rate, 0) {
@@ -335,6 +343,9 @@ func main() {
 	}
 
 	dialer := &net.Dialer{Timeout: *timeout, KeepAlive: 30 * time.Second, Control: loopbackOnly}
+	if *inCluster {
+		dialer.Control = nil // the Service's cluster IP
+	}
 	transport := &http.Transport{
 		Proxy:               nil, // never go through a proxy from the environment
 		DialContext:         dialer.DialContext,

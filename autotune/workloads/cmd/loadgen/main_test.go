@@ -15,14 +15,33 @@ import (
 
 func TestCheckTarget(t *testing.T) {
 	for _, ok := range []string{"http://127.0.0.1:8080/", "http://localhost:1/x", "http://[::1]:9/"} {
-		if _, err := checkTarget(ok); err != nil {
+		if _, err := checkTarget(ok, false); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"http://10.0.0.1/", "https://127.0.0.1/", "http://example.com/", "http://0.0.0.0:80/", "ftp://127.0.0.1/"} {
-		if _, err := checkTarget(bad); err == nil {
+		if _, err := checkTarget(bad, false); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+}
+
+// In a pod (-in-cluster) the target is a Service and Prometheus scrapes the pod's IP; the
+// scheme, userinfo and host checks stay.
+func TestInClusterAllowsServicesAndAnyListenAddress(t *testing.T) {
+	if _, err := checkTarget("http://api.shop.svc:8080/", true); err != nil {
+		t.Errorf("service target refused: %v", err)
+	}
+	for _, bad := range []string{"https://api.shop.svc/", "http://u:p@api.shop.svc/", "http:///x"} {
+		if _, err := checkTarget(bad, true); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if err := checkListen(":9100", true); err != nil {
+		t.Errorf("listen :9100 refused in a pod: %v", err)
+	}
+	if err := checkListen(":9100", false); err == nil {
+		t.Errorf("listen :9100 accepted outside a pod")
 	}
 }
 

@@ -1,0 +1,183 @@
+"""autotune's load generator as a pod in the target's namespace (``target.kubernetes.load``).
+
+One pod per measured candidate: created once the candidate's rollout is complete, deleted
+before the next candidate, on restore, and by cleanup (``autotune cleanup``, the next run's
+start). So every trial gets the same open-loop rate from the same place, and the generator's
+client-side histogram, selected by ``{{load_selector}}``, can be the objective. Its series are
+scraped like any pod's (the ``prometheus.io`` annotations below, or a PodMonitor on the labels).
+
+A pod nobody deletes still ends: ``activeDeadlineSeconds`` makes the kubelet kill it (kubernetes
+``pkg/kubelet/active_deadline.go``) and the generator's own ``-max-duration`` stops it first.
+It runs the image's ``autotune-loadgen`` with ``-in-cluster``, which the generator accepts only
+inside a pod (it refuses non-loopback targets anywhere else).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+
+from autotune.clock import Clock
+from autotune.errors import TargetError
+from autotune.experiment.models import ClusterLoad
+from autotune.kubernetes.client import Kube
+from autotune.kubernetes.errors import reraise_as
+from autotune.kubernetes.objects import (
+    MANAGED_BY_LABEL,
+    MANAGER,
+    PODS,
+    STUDY_LABEL,
+    Obj,
+    Selection,
+    label_selector,
+    label_value,
+    name_of,
+    object_name,
+    one,
+)
+from autotune.live import Matcher
+
+log = logging.getLogger(__name__)
+
+BINARY = "/usr/local/bin/autotune-loadgen"
+CONTAINER = "loadgen"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+COMPONENT = "load"
+# Past the caller's seconds: the generator's own -max-duration ends it first.
+DEADLINE_MARGIN = 60
+
+
+def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
+             seconds: float) -> Obj:
+    """The generator's pod, sending ``spec.rate`` requests/s to ``spec.url`` for at most
+    ``seconds``."""
+    limit = max(1, math.ceil(seconds))
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGER, STUDY_LABEL: label_value(study),
+                       COMPONENT_LABEL: COMPONENT},
+            "annotations": {"prometheus.io/scrape": "true",
+                            "prometheus.io/port": str(spec.metrics_port),
+                            "prometheus.io/path": "/metrics"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "activeDeadlineSeconds": limit + DEADLINE_MARGIN,
+            "terminationGracePeriodSeconds": 5,
+            "automountServiceAccountToken": False,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+            "containers": [{
+                "name": CONTAINER,
+                "image": spec.image,
+                "command": [BINARY],
+                "args": ["-in-cluster", "-target", spec.url, "-rate", f"{spec.rate:g}",
+                         "-connections", str(spec.connections),
+                         "-listen", f":{spec.metrics_port}", "-max-duration", f"{limit}s"],
+                "ports": [{"name": "metrics", "containerPort": spec.metrics_port}],
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": spec.metrics_port},
+                                   "periodSeconds": 2},
+                "securityContext": {"allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }
+
+
+def _ready(pod: Obj) -> str | None:
+    """None once the pod serves; else what it is waiting for (or a failure, raised)."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        raise TargetError(f"the load generator pod {name_of(pod)} ended ({phase}: "
+                          f"{status.get('reason') or status.get('message') or 'no reason'})")
+    for c in status.get("containerStatuses") or []:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+                                     "CrashLoopBackOff", "CreateContainerConfigError"):
+            raise TargetError(f"the load generator pod {name_of(pod)} cannot start: "
+                              f"{waiting['reason']}: {waiting.get('message', '')}")
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    return None if phase == "Running" and ready else f"phase {phase or 'unknown'}, not ready"
+
+
+class LoadGenerator:
+    """Start, stop and clean up the generator's pods of one study in one namespace."""
+
+    def __init__(self, spec: ClusterLoad, kube: Kube, clock: Clock, *, namespace: str,
+                 study: str) -> None:
+        self.spec, self.kube, self.clock = spec, kube, clock
+        self.namespace, self.study = namespace, study
+        self.running: str | None = None
+
+    def scope(self, name: str) -> tuple[Matcher, ...]:
+        """The PromQL matchers of one generator pod's series (``{{load_selector}}``)."""
+        return (Matcher("namespace", self.namespace), Matcher("pod", name))
+
+    def start(self, tag: str, seconds: float) -> str:
+        """Replace any running generator with a new one; return once it serves."""
+        self.stop()
+        name = object_name(self.study, f"load-{tag}", uuid.uuid4().hex[:6])
+        body = manifest(self.spec, namespace=self.namespace, name=name, study=self.study,
+                        seconds=seconds)
+        with reraise_as(TargetError):
+            self.kube.create(PODS, self.namespace, body)
+            self.running = name
+            waiting = ["not created yet"]
+
+            def served(state: dict[str, Obj]) -> bool | None:
+                pod = state.get(name)
+                waiting[0] = "not listed yet" if pod is None else (_ready(pod) or "")
+                return True if pod is not None and not waiting[0] else None
+
+            if self.kube.wait(one(PODS, self.namespace, name), served,
+                              self.spec.ready_timeout) is None:
+                raise TargetError(f"the load generator pod {self.namespace}/{name} did not "
+                                  f"become ready within {self.spec.ready_timeout:g}s "
+                                  f"({waiting[0]})")
+        log.info("load: %s sends %g/s to %s", name, self.spec.rate, self.spec.url)
+        return name
+
+    def alive(self) -> str | None:
+        """None while the running generator serves; else why not."""
+        if self.running is None:
+            return "no load generator is running"
+        with reraise_as(TargetError):  # list, not get: the Role needs no "get pods"
+            found, _ = self.kube.list(one(PODS, self.namespace, self.running))
+        pod = found[0] if found else None
+        if pod is None:
+            return f"the load generator pod {self.running} is gone"
+        try:
+            waiting = _ready(pod)
+        except TargetError as e:
+            return str(e)
+        return None if waiting is None else f"the load generator pod {self.running}: {waiting}"
+
+    def stop(self) -> None:
+        if self.running is None:
+            return
+        name, self.running = self.running, None
+        with reraise_as(TargetError):
+            self.kube.delete(PODS, self.namespace, name)
+
+    def cleanup(self) -> list[str]:
+        """Delete every generator pod of this study (a dead run's included)."""
+        self.running = None
+        with reraise_as(TargetError):
+            found, _ = self.kube.list(Selection(PODS, self.namespace,
+                                                labels=load_pods(self.study)))
+            for pod in found:
+                self.kube.delete(PODS, self.namespace, name_of(pod))
+        return [f"load generator pod {self.namespace}/{name_of(p)}" for p in found]
+
+
+def load_pods(study: str | None) -> str:
+    """The label selector of autotune's generator pods (of one study, or of any)."""
+    labels = {MANAGED_BY_LABEL: MANAGER, COMPONENT_LABEL: COMPONENT}
+    if study is not None:
+        labels[STUDY_LABEL] = label_value(study)
+    return label_selector(labels)

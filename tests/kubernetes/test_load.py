@@ -1,0 +1,111 @@
+"""Issue 9.10: comparable load in a cluster. ``target.kubernetes.load`` runs autotune's load
+generator as a pod in the namespace for every measured candidate; its client-side histogram,
+selected by ``{{load_selector}}``, is the objective. End state: no generator pod, no
+StressChaos, the env as found."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from autotune.errors import ExperimentError
+from autotune.kubernetes import stack
+from autotune.kubernetes.loadgen import BINARY, load_pods
+from autotune.study.loop import RunResult
+from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.test_study import run
+
+LOAD = ('\n    load: {url: "http://api.shop.svc:8080/", rate: 50, image: "example/autotune:0.1", '
+        'ready_timeout: 3s}')
+CLIENT_P99 = ("\n  client_p99: 'histogram_quantile(0.99, sum by (le) (rate("
+              "loadgen_request_duration_seconds_bucket{ {{load_selector}} }[{{window}}])))'")
+
+
+def _generators(world: World) -> list[dict[str, Any]]:
+    return [p for p in world.fake.items("pods", NAMESPACE)
+            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "load"]
+
+
+def test_every_measured_candidate_gets_the_same_load_and_none_is_left(world: World) -> None:
+    exp = world.experiment(trials=2, target=LOAD, metrics=CLIENT_P99)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert [r["state"] for r in records] == ["COMPLETE"] * 3
+    created = world.fake.created_pods
+    assert len(created) == len(records), "one generator per measured candidate"
+    for record, pod in zip(records, created, strict=True):
+        name = pod["metadata"]["name"]
+        assert record["live"]["load_pod"] == name
+        assert f'pod="{name}"' in record["queries"]["client_p99"]
+        assert record["metrics"]["client_p99"] == 0.004
+        [container] = pod["spec"]["containers"]
+        assert container["command"] == [BINARY]
+        assert container["args"][:5] == ["-in-cluster", "-target", "http://api.shop.svc:8080/",
+                                         "-rate", "50"]
+        assert pod["spec"]["activeDeadlineSeconds"] > 0  # ends even if nobody deletes it
+    assert world.fake.deleted_pods == [p["metadata"]["name"] for p in created]
+    assert _generators(world) == []
+    world.assert_pristine()
+
+
+def test_a_generator_that_cannot_start_fails_the_trial_with_the_reason(world: World) -> None:
+    world.fake.pod_failure = "ErrImagePull"
+    exp = world.experiment(trials=1, stop_after=1, target=LOAD, metrics=CLIENT_P99)
+    _, records = run(world, exp, world.backends(exp))
+    assert records[0]["state"] == "FAIL"
+    assert re.search(r"the load generator pod autotune-api-test-tload-1-\w+ cannot start: "
+                     r"ErrImagePull", records[0]["failure"]), records[0]["failure"]
+    assert _generators(world) == []
+    world.assert_pristine()
+
+
+def test_a_dead_runs_generator_is_removed_by_the_next_start_and_by_cleanup(
+        world: World) -> None:
+    exp = world.experiment(target=LOAD, metrics=CLIENT_P99)
+    dead = world.target(exp)
+    dead.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})  # then the run dies
+    assert len(_generators(world)) == 1
+    starting = world.target(exp)  # the next run's start
+    said = starting.cleanup()
+    assert said[0].startswith("load generator pod shop/autotune-api-test-tload-1-")
+    assert _generators(world) == []
+    starting.restore()
+    world.assert_pristine()
+    # `autotune cleanup --namespace` finds them for any study
+    alive = world.target(exp)
+    alive.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
+    done = stack.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig),
+                                   clock=world.clock)
+    assert any(line.startswith("load generator pod shop/") for line in done), done
+    assert _generators(world) == []
+    alive.restore()
+    world.assert_pristine()
+
+
+def test_validate_names_the_rbac_file_for_creating_pods(world: World) -> None:
+    world.fake.denied = {("create", "pods")}
+    exp = world.experiment(target=LOAD, metrics=CLIENT_P99)
+    assert stack.validate_cluster(exp) == [
+        "not allowed to create pods in namespace 'shop' (no RBAC rule): see "
+        "deploy/rbac-load.yaml"]
+
+
+def test_load_selector_needs_the_generator_and_the_generator_replaces_measure_load(
+        world: World) -> None:
+    with pytest.raises(ExperimentError, match=r"metrics.client_p99: \{\{load_selector\}\} "
+                                              r"selects the load generator's series: it needs "
+                                              r"target.kubernetes.load"):
+        world.experiment(metrics=CLIENT_P99)
+    from autotune.experiment import parse_experiment
+    from tests.kubernetes.conftest import EXPERIMENT
+    text = EXPERIMENT.format(
+        kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
+        pattern="{every: 0.2s, burst: 0.1s}", prometheus="http://127.0.0.1:9", token_env="null",
+        measure="", metrics=CLIENT_P99, target=LOAD,
+    ).replace(", load: {metric: request_rate, tolerance: 0.1}", "")
+    assert parse_experiment(text).target.kubernetes is not None
+    assert load_pods("api-test") == ("app.kubernetes.io/component=load,"
+                                     "app.kubernetes.io/managed-by=autotune,"
+                                     "autotune/study=api-test")
