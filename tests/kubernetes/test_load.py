@@ -109,3 +109,28 @@ def test_load_selector_needs_the_generator_and_the_generator_replaces_measure_lo
     assert load_pods("api-test") == ("app.kubernetes.io/component=load,"
                                      "app.kubernetes.io/managed-by=autotune,"
                                      "autotune/study=api-test")
+
+
+def test_with_every_option_on_the_code_uses_exactly_the_tables(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.kubernetes.permissions import CLUSTER_NEEDED, needed
+    from autotune.study.capture import capture_pair
+    from autotune.study.storage import open_for_run
+
+    world.fake.pprof_port = 6060
+    exp = world.experiment(trials=1, stop_after=1, target=LOAD + "\n    pprof_port: 6060",
+                           measure=", schedtrace: 100ms, capture: [trace, cpu]",
+                           metrics=CLIENT_P99)
+    assert stack.validate_cluster(exp) == []
+    world.fake.fail("POST", "/stresschaos", 500, after=True)  # an answer lost: retry, 409, get
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert all(r["state"] == "COMPLETE" for r in records)
+    monkeypatch.chdir(world.tmp)
+    studies = open_for_run(exp, f"sqlite:///{world.tmp}/study.db")
+    done = capture_pair(exp, studies, world.backends(exp), world.clock, None)
+    assert all("files" in c for c in done), done
+    world.target(exp).apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})  # a run that dies
+    stack.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig), clock=world.clock)
+    assert world.fake.verbs == {(p.verb, p.kind.plural)
+                                for p in (*needed(True, True, True), *CLUSTER_NEEDED)}
