@@ -201,8 +201,14 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
     now = clock.now()
     window = Window(now - exp.measure.window, now)
     values = promql.values(live, window.seconds)
+    # The generator's series exist only while autotune's generator pod runs (in a trial).
+    generated = {name for name in exp.metrics
+                 if "load_selector" in promql.placeholders(exp.metric(name).query)}
+    for name in sorted(generated):
+        log.info("metrics.%s: not tried, it reads the load generator's series, which exist "
+                 "only during a trial", name)
     queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
-               if exp.metric(name).query}
+               if exp.metric(name).query and name not in generated}
     source = PrometheusSource(exp.prometheus, clock)
     problems: list[str] = []
     try:

@@ -15,6 +15,7 @@ from autotune.kubernetes import stack
 from autotune.kubernetes.loadgen import BINARY, load_pods
 from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
 
 LOAD = ('\n    load: {url: "http://api.shop.svc:8080/", rate: 50, image: "example/autotune:0.1", '
@@ -134,3 +135,14 @@ def test_with_every_option_on_the_code_uses_exactly_the_tables(
     stack.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig), clock=world.clock)
     assert world.fake.verbs == {(p.verb, p.kind.plural)
                                 for p in (*needed(True, True, True), *CLUSTER_NEEDED)}
+
+
+def test_validate_live_does_not_try_the_generators_series(
+        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROM_TOKEN", TOKEN)
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN", target=LOAD,
+                           metrics=CLIENT_P99)
+    problems = stack.validate_live(exp)  # no generator runs outside a trial: nothing to read
+    assert len(problems) == 1 and problems[0].startswith("metrics.gc_pause_p99: nan"), problems
+    assert not any("loadgen_" in q for q in prometheus.state.seen)
