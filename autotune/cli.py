@@ -24,7 +24,8 @@ DESCRIPTION = """\
 Find the Go runtime settings (GOMAXPROCS, GOGC, GOMEMLIMIT, a forced-GC interval, ...) that
 keep a service's latency low under CPU contention: every trial applies a candidate, injects CPU
 stress (Chaos Mesh StressChaos in a cluster, stress-ng in the service's cgroup locally), measures
-a window from Prometheus and removes the stress again. Results persist in an Optuna study;
+a window from Prometheus under the same load (autotune's open-loop generator: a process locally,
+optionally a pod in a cluster) and removes the stress again. Results persist in an Optuna study;
 re-running a command resumes it. A study starts from your own candidates (study.enqueue), a
 Go-aware prior (GOMAXPROCS at the CPU limit, GOGC raised) and a space-filling design, never
 measures a configuration twice, and ends with interleaved confirmation rounds that go on while
