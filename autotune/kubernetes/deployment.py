@@ -377,7 +377,8 @@ class KubernetesTarget:
             live = self._live(patched, new, pods, env)
         if measured and self.load is not None:
             self._measured += 1
-            name = self.load.start(str(self._measured), self.load_seconds)
+            name = self.load.start(str(self._measured), self.load_seconds,
+                                   avoid=_placement(live).pod_labels)
             live = replace(live, load_scope=self.load.scope(name), load_pods=(name,),
                            details={**live.details, "load_pod": name})
         return live

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from collections.abc import Mapping
 
 from autotune.clock import Clock
 from autotune.errors import TargetError
@@ -49,11 +50,12 @@ DEADLINE_MARGIN = 60
 
 
 def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
-             seconds: float) -> Obj:
+             seconds: float, avoid: Mapping[str, str] | None = None) -> Obj:
     """The generator's pod, sending ``spec.rate`` requests/s to ``spec.url`` for at most
-    ``seconds``."""
+    ``seconds``, preferably on a node without pods labelled ``avoid`` (the candidate's: the
+    generator's own CPU would otherwise add to the stress on their node)."""
     limit = max(1, math.ceil(seconds))
-    return {
+    pod: Obj = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": name, "namespace": namespace,
@@ -85,6 +87,13 @@ def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
             }],
         },
     }
+    if avoid:
+        pod["spec"]["affinity"] = {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": dict(avoid)},
+                                    "topologyKey": "kubernetes.io/hostname"}}]}}
+    return pod
 
 
 def _ready(pod: Obj) -> str | None:
@@ -118,12 +127,12 @@ class LoadGenerator:
         """The PromQL matchers of one generator pod's series (``{{load_selector}}``)."""
         return (Matcher("namespace", self.namespace), Matcher("pod", name))
 
-    def start(self, tag: str, seconds: float) -> str:
+    def start(self, tag: str, seconds: float, avoid: Mapping[str, str] | None = None) -> str:
         """Replace any running generator with a new one; return once it serves."""
         self.stop()
         name = object_name(self.study, f"load-{tag}", uuid.uuid4().hex[:6])
         body = manifest(self.spec, namespace=self.namespace, name=name, study=self.study,
-                        seconds=seconds)
+                        seconds=seconds, avoid=avoid)
         with reraise_as(TargetError):
             self.kube.create(PODS, self.namespace, body)
             self.running = name

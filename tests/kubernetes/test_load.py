@@ -46,6 +46,11 @@ def test_every_measured_candidate_gets_the_same_load_and_none_is_left(world: Wor
         assert container["args"][:5] == ["-in-cluster", "-target", "http://api.shop.svc:8080/",
                                          "-rate", "50"]
         assert pod["spec"]["activeDeadlineSeconds"] > 0  # ends even if nobody deletes it
+        # preferably not on the candidate's nodes (its CPU would add to their stress)
+        term = pod["spec"]["affinity"]["podAntiAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        assert term == {"labelSelector": {"matchLabels": {"app": "api"}},
+                        "topologyKey": "kubernetes.io/hostname"}
     assert world.fake.deleted_pods == [p["metadata"]["name"] for p in created]
     assert _generators(world) == []
     world.assert_pristine()
