@@ -439,11 +439,17 @@ class KubernetesTarget:
     def restore(self, best: Env | None = None) -> None:
         """Put the original env back, unless ``on_finish`` says to leave the last candidate or
         to keep ``best`` (the study's best feasible candidate); without a best, the original
-        comes back, the safe default.
+        comes back, the safe default. The load generator stops first; its failure to stop
+        never keeps the env from coming back (it is raised after).
         """
-        if self.load is not None:
-            with reraise_as(TargetError):
-                self.load.stop()
+        try:
+            if self.load is not None:
+                with reraise_as(TargetError):
+                    self.load.stop()
+        finally:
+            self._restore_env(best)
+
+    def _restore_env(self, best: Env | None) -> None:
         if self._original is None:
             self._release()
             return

@@ -151,3 +151,24 @@ def test_validate_live_does_not_try_the_generators_series(
     problems = stack.validate_live(exp)  # no generator runs outside a trial: nothing to read
     assert len(problems) == 1 and problems[0].startswith("metrics.gc_pause_p99: nan"), problems
     assert not any("loadgen_" in q for q in prometheus.state.seen)
+
+
+def test_a_generator_that_cannot_be_deleted_never_keeps_the_env_from_coming_back(
+        world: World) -> None:
+    from autotune.errors import TargetError
+    from tests.kubernetes.conftest import ORIGINAL_ENV
+
+    exp = world.experiment(target=LOAD, metrics=CLIENT_P99)
+    target = world.target(exp)
+    target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})
+    world.fake.denied = {("delete", "pods")}
+    with pytest.raises(TargetError, match=r"forbidden.*cannot delete resource \"pods\""):
+        target.restore()
+    assert world.template_env() == ORIGINAL_ENV and world.annotations() == {}
+    assert len(_generators(world)) == 1, "left for cleanup, which says so"
+    world.fake.denied = set()
+    starting = world.target(exp)
+    assert starting.cleanup()[0].startswith("load generator pod shop/")
+    starting.restore()
+    assert _generators(world) == []
+    world.assert_pristine()
