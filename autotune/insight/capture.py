@@ -42,7 +42,7 @@ CONNECT_TIMEOUT = 5.0
 # Beyond the capture itself: the profile is encoded and sent after the N seconds, and a service
 # under CPU stress (a throttled cgroup) can take a while to do that.
 SLACK = 30.0
-_CHUNK = 1 << 16
+CHUNK = 1 << 16
 
 
 class _NotExposed(MetricsError):
@@ -117,7 +117,7 @@ class Direct:
         try:
             with requests.get(self.where(path), stream=True,
                               timeout=(CONNECT_TIMEOUT, timeout)) as r:
-                yield Answer(r.status_code, r.reason, r.iter_content(_CHUNK))
+                yield Answer(r.status_code, r.reason, r.iter_content(CHUNK))
         except requests.RequestException as e:
             raise MetricsError(f"{self.where(path)}: {e}") from None
 

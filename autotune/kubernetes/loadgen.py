@@ -177,11 +177,7 @@ class LoadGenerator:
         """Delete every generator pod of this study (a dead run's included)."""
         self.running = None
         with reraise_as(TargetError):
-            found, _ = self.kube.list(Selection(PODS, self.namespace,
-                                                labels=load_pods(self.study)))
-            for pod in found:
-                self.kube.delete(PODS, self.namespace, name_of(pod))
-        return [f"load generator pod {self.namespace}/{name_of(p)}" for p in found]
+            return remove_all(self.kube, self.namespace, self.study)
 
 
 def load_pods(study: str | None) -> str:
@@ -190,3 +186,11 @@ def load_pods(study: str | None) -> str:
     if study is not None:
         labels[STUDY_LABEL] = label_value(study)
     return label_selector(labels)
+
+
+def remove_all(kube: Kube, namespace: str, study: str | None) -> list[str]:
+    """Delete the generator pods in ``namespace`` (of ``study``, or of any); say which."""
+    found, _ = kube.list(Selection(PODS, namespace, labels=load_pods(study)))
+    for pod in found:
+        kube.delete(PODS, namespace, name_of(pod))
+    return [f"load generator pod {namespace}/{name_of(p)}" for p in found]

@@ -14,11 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from autotune.errors import MetricsError
-from autotune.insight.capture import Answer
+from autotune.insight.capture import CHUNK, Answer
 from autotune.kubernetes.client import Kube, proxy_path
 from autotune.kubernetes.errors import ApiError, Forbidden, NotFound
-
-_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,6 @@ class PodProxy:
             return
         try:
             yield Answer(int(response.status), str(response.reason or ""),
-                         response.stream(_CHUNK))
+                         response.stream(CHUNK))
         finally:
             response.release_conn()

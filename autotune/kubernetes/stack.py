@@ -19,15 +19,13 @@ from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
 from autotune.kubernetes.deployment import StressGuard, restore_annotated
 from autotune.kubernetes.lease import RunLease
-from autotune.kubernetes.loadgen import LoadGenerator, load_pods
+from autotune.kubernetes.loadgen import LoadGenerator, remove_all
 from autotune.kubernetes.objects import (
     DEPLOYMENTS,
     ORIGINAL_ENV_ANNOTATION,
-    PODS,
     STRESSCHAOS,
     PodPlacement,
     Selection,
-    name_of,
 )
 from autotune.kubernetes.permissions import needed
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
@@ -239,10 +237,7 @@ def cleanup_namespace(namespace: str, context: str | None = None,
     clock = clock or SystemClock()
     kube = connect(clock, context=context, kubeconfig=kubeconfig)
     done = ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
-    generators, _ = kube.list(Selection(PODS, namespace, labels=load_pods(None)))
-    for pod in generators:  # a dead run's load generator (deleting needs rbac-load.yaml)
-        kube.delete(PODS, namespace, name_of(pod))
-        done.append(f"load generator pod {namespace}/{name_of(pod)}")
+    done += remove_all(kube, namespace, None)  # a dead run's generator (needs rbac-load.yaml)
     items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
     for dep in items:
         if ORIGINAL_ENV_ANNOTATION not in (dep.get("metadata", {}).get("annotations") or {}):

@@ -1191,19 +1191,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
     def send_json(self, code: int, payload: Obj) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(code, json.dumps(payload).encode(), "application/json")
 
     def send_text(self, code: int, text: str) -> None:
         self.send_bytes(code, text.encode())
 
-    def send_bytes(self, code: int, data: bytes) -> None:
+    def send_bytes(self, code: int, data: bytes, content_type: str = "text/plain") -> None:
         self.send_response(code)
-        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

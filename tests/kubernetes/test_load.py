@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 
-from autotune.errors import ExperimentError
+from autotune.errors import ExperimentError, TargetError
+from autotune.experiment import parse_experiment
 from autotune.kubernetes import stack
 from autotune.kubernetes.loadgen import BINARY, load_pods
+from autotune.kubernetes.permissions import CLUSTER_NEEDED, needed
+from autotune.study.capture import capture_pair
 from autotune.study.loop import RunResult
-from tests.kubernetes.conftest import NAMESPACE, World
+from autotune.study.storage import open_for_run
+from tests.kubernetes.conftest import EXPERIMENT, NAMESPACE, ORIGINAL_ENV, World
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
 
@@ -104,8 +108,6 @@ def test_load_selector_needs_the_generator_and_the_generator_replaces_measure_lo
                                               r"selects the load generator's series: it needs "
                                               r"target.kubernetes.load"):
         world.experiment(metrics=CLIENT_P99)
-    from autotune.experiment import parse_experiment
-    from tests.kubernetes.conftest import EXPERIMENT
     text = EXPERIMENT.format(
         kubeconfig=world.kubeconfig, rollout_timeout="3s", trials=1, stop_after=1,
         pattern="{every: 0.2s, burst: 0.1s}", prometheus="http://127.0.0.1:9", token_env="null",
@@ -119,9 +121,6 @@ def test_load_selector_needs_the_generator_and_the_generator_replaces_measure_lo
 
 def test_with_every_option_on_the_code_uses_exactly_the_tables(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autotune.kubernetes.permissions import CLUSTER_NEEDED, needed
-    from autotune.study.capture import capture_pair
-    from autotune.study.storage import open_for_run
 
     world.fake.pprof_port = 6060
     exp = world.experiment(trials=1, stop_after=1, target=LOAD + "\n    pprof_port: 6060",
@@ -155,8 +154,6 @@ def test_validate_live_does_not_try_the_generators_series(
 
 def test_a_generator_that_cannot_be_deleted_never_keeps_the_env_from_coming_back(
         world: World) -> None:
-    from autotune.errors import TargetError
-    from tests.kubernetes.conftest import ORIGINAL_ENV
 
     exp = world.experiment(target=LOAD, metrics=CLIENT_P99)
     target = world.target(exp)
