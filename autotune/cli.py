@@ -100,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--cluster", action="store_true",
                    help="also check the cluster: RBAC for every verb (pods/log with "
-                        "measure.schedtrace, pods/proxy with measure.capture), Deployment and "
-                        "container, the StressChaos CRD, server-side dry-runs of the patch and "
-                        "the chaos")
+                        "measure.schedtrace, pods/proxy with measure.capture, create/delete "
+                        "pods with target.kubernetes.load), Deployment and container, the "
+                        "StressChaos CRD, server-side dry-runs of the patch and the chaos")
     p.add_argument("--live", action="store_true",
                    help="also run every metric query against Prometheus over a recent window")
     p.add_argument("--context", help="kubeconfig context")
