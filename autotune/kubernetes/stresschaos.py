@@ -15,10 +15,12 @@ Facts this relies on (Chaos Mesh v2.8.3, see DESIGN.md §4):
   "update records" on an update conflict; the message format is "Failed to <activity>: <err>",
   controllers/utils/recorder): the others are transient and only reported;
 - *recovered* means the object is gone: the ``chaos-mesh/records`` finalizer only goes once every
-  record is "Not Injected". We never force it (the ``cleanFinalizer`` annotation can leave
-  stress-ng running); ``duration`` is the dead-man switch if we die *before* deleting.
+  record is "Not Injected". We never force it (the ``chaos-mesh.chaos-mesh.org/cleanFinalizer``
+  annotation can leave stress-ng running); ``duration`` is the dead-man switch if we die
+  *before* deleting.
 - a recovery can fail for good: when cancelling stress-ng fails, v2.8.3 leaves the record
-  Injected and does not requeue (records/controller.go returns after the Recover error), and a
+  Injected with no event and does not requeue (chaosimpl/stresschaos/impl.go Recover returns
+  (Injected, nil) after the CancelStressors error, so records/controller.go sees no error), and a
   deleted object is not requeued for its ``duration`` either. The wait is bounded; then
   ``StressNotRecovered`` names the pods still stressed, the injector refuses any further
   injection and the target any further candidate (``StressGuard``): the study must stop.
@@ -424,7 +426,8 @@ class ChaosMeshInjector:
         where = (f"stress-ng may still run in pods {', '.join(pods)} (records still Injected)"
                  if pods else "no record is still Injected, but the finalizer is still there")
         error = StressNotRecovered(
-            f"{head} ({states}{failures}): {where}. {stuck_advice(self.namespace, pods)}",
+            f"{head} ({states}{failures}): {where}. "
+            f"{stuck_advice(self.namespace, pods, [name_of(o) for o in objects])}",
             namespace=self.namespace, objects=[name_of(o) for o in objects], pods=pods)
         self.guard.stuck = error
         raise error
@@ -452,17 +455,24 @@ def still_injected(obj: Obj) -> list[str]:
     return sorted(pods)
 
 
-def stuck_advice(namespace: str, pods: Sequence[str]) -> str:
+# chaos-mesh v2.8.3 controllers/common/finalizers/controller.go AnnotationCleanFinalizer: with
+# the value "forced" the finalizer goes whatever the records say.
+CLEAN_FINALIZER = "chaos-mesh.chaos-mesh.org/cleanFinalizer"
+
+
+def stuck_advice(namespace: str, pods: Sequence[str], objects: Sequence[str] = ()) -> str:
     restart = (f"Restart the stressed pods (kubectl -n {namespace} delete pod "
                f"{' '.join(pods)}): a new container has no stress-ng. " if pods else "")
+    names = " ".join(objects) or "<name>"
     return (
         f"{restart}Check the chaos-controller-manager and chaos-daemon logs (namespace "
-        "chaos-mesh) and the object's status.experiment.containerRecords. Chaos Mesh does not "
-        "retry a failed recovery and a deleted object's duration does not stop the stress. "
-        "autotune never removes the chaos-mesh/records finalizer itself: once the pods are "
-        "restarted, remove it with kubectl annotate stresschaos <name> "
-        "chaos-mesh.org/cleanFinalizer=forced, then run autotune cleanup. The study stops: no "
-        "trial runs on a pod that may still be stressed")
+        "chaos-mesh) and the object's status.experiment.containerRecords. Chaos Mesh v2.8.3 "
+        "does not retry a recovery whose stress-ng cancel failed (the record stays Injected, "
+        "silently), and a deleted object's duration does not stop the stress. autotune never "
+        "removes the chaos-mesh/records finalizer itself: once the pods are restarted, remove "
+        f"it with kubectl -n {namespace} annotate stresschaos {names} "
+        f"{CLEAN_FINALIZER}=forced, then run autotune cleanup. The study stops: no trial runs "
+        "on a pod that may still be stressed")
 
 
 def _recover_failures(kube: Kube, namespace: str, objects: list[Obj]) -> str:

@@ -6,6 +6,7 @@ deploy/rbac-capture.yaml). End state as after a study: no StressChaos, the env a
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,17 @@ from autotune.experiment import Experiment
 from autotune.kubernetes import stack
 from autotune.study.capture import capture_pair
 from autotune.study.storage import open_for_run
-from tests.kubernetes.conftest import World
+from tests.kubernetes.fake_world import World, fake_world
 
 CAPTURED = ", capture: [trace, cpu]"
 PORT = "\n    pprof_port: 6060"
 BEST = {"GOMAXPROCS": 2, "forcegc_interval_ms": 500}
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    """The fake API server: pods/proxy needs a process behind the pod's IP (see fake_world)."""
+    yield from fake_world(tmp_path, monkeypatch)
 
 
 def _capture(world: World, monkeypatch: pytest.MonkeyPatch,

@@ -1,4 +1,5 @@
-"""The Chaos Mesh injector against the fake API server and the real CRD schema."""
+"""The Chaos Mesh injector against the real API server (the real CRD, installed; Chaos Mesh's
+controller simulated as v2.8.3 behaves, its webhooks served for real)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from autotune.kubernetes.stresschaos import (
     tighten,
 )
 from autotune.live import Live
-from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.conftest import World
 from tests.kubernetes.golden import check_golden
 
 LABELS = {"app.kubernetes.io/managed-by": "autotune", "autotune/study": "api-test",
@@ -73,7 +74,7 @@ def test_zero_workers_are_refused_before_anything_is_created(world: World) -> No
     live = _live(world)
     with pytest.raises(ChaosError, match=r"refusing .*workers: must be 1\.\.8192"):
         world.injector().inject(live, Stress.model_construct(workers=0, load=100), 20, LABELS)
-    assert world.fake.created_chaos == [] and world.chaos_left() == []
+    assert world.created_chaos() == [] and world.chaos_left() == []
 
 
 def test_injected_means_records_injected_and_a_pid() -> None:
@@ -92,68 +93,74 @@ def test_inject_creates_one_valid_object_and_waits_until_injected(world: World) 
     live = _live(world)
     injector = world.injector()
     injection = injector.inject(live, STRESS, 20, LABELS)
-    [created] = world.fake.created_chaos
+    [created] = world.created_chaos()
     assert_valid(created)
     spec = created["spec"]
     assert spec["mode"] == "all" and spec["containerNames"] == ["api"]
     assert isinstance(live.placement, PodPlacement) and live.placement.pod_template_hash
-    assert spec["selector"] == {"pods": {NAMESPACE: sorted(live.placement.pods)}}
+    assert spec["selector"] == {"pods": {world.namespace: sorted(live.placement.pods)}}
     assert spec["duration"] == "20s" and spec["stressors"] == {"cpu": {"workers": 4, "load": 100}}
     assert created["metadata"]["labels"] == LABELS
-    [post] = [r for r in world.fake.requests if r.method == "POST" and "stresschaos" in r.path]
+    [post] = world.proxy.seen("POST", "/stresschaos$")
     assert post.query.get("fieldValidation") == "Strict"
     assert injection.details["pods"] == sorted(live.placement["pods"])
-    assert [i.pods for i in world.fake.injected] == [sorted(live.placement["pods"])]
+    assert world.chaos.stressed_pods() == sorted(live.placement["pods"])
+    stored = world.get("stresschaos", injection.id)
+    assert stored is not None and stored["metadata"]["finalizers"] == ["chaos-mesh/records"]
     assert injector.active() == [injection.id]
     injector.recover(injection)
     assert world.chaos_left() == [] and injector.active() == []
+    assert world.chaos.stressed_pods() == [], "recovered before the object went"
     injector.recover(injection)  # idempotent
 
 
 def test_no_pod_selected_fails_at_once_and_removes_the_object(world: World) -> None:
     live = _live(world)
-    world.fake.chaos = "select-nothing"
+    world.chaos.select_nothing = True  # the controller's cache has not seen the pods
     with pytest.raises(ChaosError, match=r"selected no pod.*no pod is selected.*removed"):
         world.injector(timeout=30).inject(live, STRESS, 20, LABELS)
     assert world.chaos_left() == []
 
 
 def test_injection_not_confirmed_in_time_removes_the_object(world: World) -> None:
+    """chaos-daemon cannot be reached: Apply fails, Chaos Mesh retries and says so in events."""
     live = _live(world)
-    world.fake.chaos = "never-inject"
-    with pytest.raises(ChaosError, match=r"not confirmed injected within 1s \(records not "
-                                         r"Injected.*chaos-daemon.*removed"):
-        world.injector().inject(live, STRESS, 20, LABELS)
+    world.chaos.daemon_unreachable = True
+    with pytest.raises(ChaosError, match=r"not confirmed injected within 2s \(records not "
+                                         r"Injected.*Failed to apply chaos: cannot find daemonIP"
+                                         r".*chaos-daemon.*removed"):
+        world.injector(timeout=2).inject(live, STRESS, 20, LABELS)
     assert world.chaos_left() == []
+    assert world.chaos.injections == []
 
 
 def test_deletion_not_confirmed_says_what_to_check_and_never_forces(world: World) -> None:
     live = _live(world)
     injector = world.injector()
     injection = injector.inject(live, STRESS, 20, LABELS)
-    world.fake.chaos = "stuck-deleting"
-    with pytest.raises(ChaosError, match=r"still exists 1s after its deletion.*chaos-mesh/"
+    world.chaos.cancel_fails = True  # v2.8.3: the record stays Injected, silently
+    with pytest.raises(ChaosError, match=r"still exists 5s after its deletion.*chaos-mesh/"
                                          "records.*chaos-daemon logs.*never removes"):
         injector.recover(injection)
-    [left] = world.fake.items("stresschaos")
+    [left] = world.items("stresschaos")
     assert left["metadata"]["finalizers"] == ["chaos-mesh/records"]
-    assert not any(r.method in ("PATCH", "PUT") and "stresschaos" in r.path
-                   for r in world.fake.requests)
+    assert not world.proxy.seen("PATCH", "stresschaos") + world.proxy.seen("PUT", "stresschaos")
     assert "annotations" not in left["metadata"]
+    assert world.chaos.stressed_pods() == sorted(live.placement["pods"])
 
 
 def test_webhook_denial_is_reported_with_its_message(world: World) -> None:
     live = _live(world)
-    world.fake.webhook_denial = "user cannot create chaos in namespace shop"
+    world.webhook_denial(f"user cannot create chaos in namespace {world.namespace}")
     with pytest.raises(ChaosError, match=r'admission webhook "vauth.kb.io" denied the request: '
-                                         "user cannot create chaos in namespace shop"):
+                                         f"user cannot create chaos in namespace {world.namespace}"):
         world.injector().inject(live, STRESS, 20, LABELS)
     assert world.chaos_left() == []
 
 
 def test_forbidden_create_names_the_verb_and_resource(world: World) -> None:
     live = _live(world)
-    world.fake.denied.add(("create", "stresschaos"))
+    world.deny("create", "stresschaos")
     with pytest.raises(ChaosError, match=r"forbidden \(403\): not allowed to create "
                                          r"stresschaos.chaos-mesh.org .*'create'.*rbac"):
         world.injector().inject(live, STRESS, 20, LABELS)
@@ -161,7 +168,7 @@ def test_forbidden_create_names_the_verb_and_resource(world: World) -> None:
 
 def test_crd_missing(world: World) -> None:
     live = _live(world)
-    world.fake.crd_installed = False
+    world.plane.cp.remove_crd("stresschaos.chaos-mesh.org")
     injector = world.injector()
     with pytest.raises(ChaosError, match=r"StressChaos CRD .* is not installed"):
         injector.inject(live, STRESS, 20, LABELS)
@@ -173,37 +180,39 @@ def test_stray_pod_with_the_same_labels_is_not_stressed(world: World) -> None:
     """The selector carries the new ReplicaSet's pod-template-hash: a pod started by hand with
     the Deployment's labels is neither stressed nor mistaken for the candidate."""
     live = _live(world)
-    world.fake.add_pod(NAMESPACE, "api-by-hand", {"app": "api"})
+    world.add_pod("api-by-hand", {"app": "api"})
     injection = world.injector().inject(live, STRESS, 20, LABELS)
     assert injection.details["pods"] == sorted(live.placement["pods"])
-    assert "api-by-hand" not in world.fake.injected[-1].pods
+    assert "api-by-hand" not in world.chaos.stressed_pods()
 
 
 def test_a_foreign_pod_with_the_same_labels_is_never_stressed(world: World) -> None:
     live = _live(world)
-    [pod] = world.fake.pods_of(NAMESPACE, "api")[:1]
-    world.fake.add_pod(NAMESPACE, "api-by-hand", dict(pod["metadata"]["labels"]))
+    [pod] = world.pods()[:1]
+    world.add_pod("api-by-hand", dict(pod["metadata"]["labels"]))
     injection = world.injector().inject(live, STRESS, 20, LABELS)
     assert isinstance(live.placement, PodPlacement)
-    assert [i.pods for i in world.fake.injected] == [sorted(live.placement.pods)]
+    assert world.chaos.stressed_pods() == sorted(live.placement.pods)
     world.injector().recover(injection)
     assert world.chaos_left() == []
 
 
 def test_create_is_retried_after_server_errors(world: World) -> None:
     live = _live(world)
-    world.fake.fail("POST", "/stresschaos", 503, times=2)
+    world.proxy.fail("POST", "/stresschaos$", 503, times=2)
     injection = world.injector().inject(live, STRESS, 20, LABELS)
     assert world.chaos_left() == [injection.id]
 
 
 def test_server_rejects_unknown_fields_only_with_strict(world: World) -> None:
     kube = world.kube()
-    manifest = render(name="with-extra", placement=PLACEMENT, stress=STRESS, duration=20,
+    placement = PodPlacement(namespace=world.namespace, pod_labels={"app": "api"},
+                             pods=("api-1",), container="api")
+    manifest = render(name="with-extra", placement=placement, stress=STRESS, duration=20,
                       labels=LABELS)
     manifest["spec"]["stressors"]["cpu"]["cpuLoad"] = 5
     with pytest.raises(ApiError, match=r"strict decoding error: unknown field") as e:
-        kube.create(STRESSCHAOS, NAMESPACE, manifest)
+        kube.create(STRESSCHAOS, world.namespace, manifest)
     assert e.value.status == 400
 
 

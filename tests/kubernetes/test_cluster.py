@@ -1,4 +1,5 @@
-"""Cluster validation, live validation against a fake Prometheus, namespace cleanup, build."""
+"""Cluster validation (RBAC, dry runs, the CRD, webhooks) against the real API server; live
+validation against a fake Prometheus; namespace cleanup; build."""
 
 from __future__ import annotations
 
@@ -12,41 +13,45 @@ from autotune.kubernetes.objects import STRESSCHAOS, PodPlacement
 from autotune.kubernetes.permissions import NEEDED
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector, render
 from autotune.metrics.prometheus import PrometheusSource
-from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.conftest import World
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 
 # --- validate_cluster -------------------------------------------------------------------------
 
 
 def test_a_ready_cluster_has_no_problems_and_nothing_changes(world: World) -> None:
-    before = world.fake.get("deployments", NAMESPACE, "api")
+    before = world.deployment()
     assert cluster.validate_cluster(world.experiment()) == []
-    dry = [r for r in world.fake.requests if r.query.get("dryRun") == "All"]
+    dry = [r for r in world.proxy.requests if r.query.get("dryRun") == "All"]
     assert {r.method for r in dry} == {"PATCH", "POST"}
-    assert world.fake.get("deployments", NAMESPACE, "api") == before
-    assert world.fake.created_chaos == [] and world.chaos_left() == []
-    reviews = [r.body["spec"]["resourceAttributes"] for r in world.fake.requests
+    assert world.deployment() == before
+    assert world.created_chaos() == [] and world.chaos_left() == []
+    reviews = [r.body["spec"]["resourceAttributes"] for r in world.proxy.requests
                if r.path.endswith("selfsubjectaccessreviews")]
     assert {(a["verb"], a["resource"]) for a in reviews} == {
         (p.verb, p.kind.plural) for p in NEEDED}
 
 
 def test_missing_permissions_are_each_named(world: World) -> None:
-    world.fake.denied |= {("watch", "pods"), ("delete", "stresschaos")}
+    world.deny("watch", "pods")
+    world.deny("delete", "stresschaos")
     problems = cluster.validate_cluster(world.experiment())
-    assert "not allowed to watch pods in namespace 'shop' (no RBAC rule): see deploy/rbac.yaml" \
-        in problems
+    assert any(p.startswith(f"not allowed to watch pods in namespace '{world.namespace}'")
+               and p.endswith("see deploy/rbac.yaml") for p in problems), problems
     assert any(p.startswith("not allowed to delete stresschaos.chaos-mesh.org") for p in problems)
 
 
 def test_access_reviews_themselves_forbidden(world: World) -> None:
-    world.fake.denied.add(("create", "selfsubjectaccessreviews"))
+    # system:basic-user lets every authenticated user create a SelfSubjectAccessReview; an
+    # API server that refuses it is a proxy or a policy in front: the proxy plays it here.
+    world.proxy.fail("POST", "selfsubjectaccessreviews$", 403, times=100,
+                     message='selfsubjectaccessreviews.authorization.k8s.io is forbidden')
     [problem] = cluster.validate_cluster(world.experiment())
     assert problem.startswith("cannot check permissions (SelfSubjectAccessReview)")
 
 
 def test_crd_missing(world: World) -> None:
-    world.fake.crd_installed = False
+    world.plane.cp.remove_crd("stresschaos.chaos-mesh.org")
     assert cluster.validate_cluster(world.experiment()) == [CRD_MISSING]
 
 
@@ -60,10 +65,10 @@ def test_container_missing(world: World) -> None:
 
 
 def test_webhook_denial_shows_in_the_dry_run(world: World) -> None:
-    world.fake.webhook_denial = "namespace shop is not in the allowed list"
+    world.webhook_denial(f"namespace {world.namespace} is not in the allowed list")
     [problem] = cluster.validate_cluster(world.experiment())
     assert problem.startswith("creating the StressChaos would fail: an admission webhook denied")
-    assert "namespace shop is not in the allowed list" in problem
+    assert f"namespace {world.namespace} is not in the allowed list" in problem
 
 
 def test_no_credentials(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,14 +104,14 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
     assert isinstance(live.placement, PodPlacement)
     foreign = render(name="someone-elses", placement=live.placement, duration=60, labels={},
                      stress=Stress(workers=1, load=10))
-    world.kube().create(STRESSCHAOS, NAMESPACE, foreign)
+    world.kube().create(STRESSCHAOS, world.namespace, foreign)
     world.clock.sleep(3600)  # the dead run's Lease expires
-    done = cluster.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig),
+    done = cluster.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig),
                                      clock=world.clock)
-    assert len(done) == 3 and done[-1].startswith("Deployment shop/api: restored")
+    assert len(done) == 3 and done[-1].startswith(f"Deployment {world.namespace}/api: restored")
     assert world.chaos_left() == ["someone-elses"]
     assert world.annotations() == {}
-    assert cluster.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig)) == []
+    assert cluster.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig)) == []
 
 
 # --- validate_live against a fake Prometheus --------------------------------------------------
@@ -114,11 +119,11 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
 def test_validate_live_reports_nan_and_several_series(
         world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROM_TOKEN", TOKEN)
-    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.pods()]
     exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
     problems = cluster.validate_live(exp)
     assert len(problems) == 1 and problems[0].startswith("metrics.gc_pause_p99: nan")
-    pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    pods = [p["metadata"]["name"] for p in world.pods()]
     assert all(p in prometheus.state.seen[-1] for p in pods), "queries select the running pods"
     assert not any(TOKEN in p for p in problems)
 
@@ -134,7 +139,7 @@ def test_validate_live_reads_the_real_scrape_interval(
     """Issue 9.1: the experiment assumes 1 s; the cluster's Prometheus scrapes every 15 s."""
     monkeypatch.setenv("PROM_TOKEN", TOKEN)
     prometheus.state.interval = "15s"
-    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.pods()]
     exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
     metrics = {"p99_latency": "max(http_request_duration_seconds{ {{selector}} })"}
     exp = exp.model_copy(update={"metrics": metrics, "constraints": ()})
@@ -151,7 +156,7 @@ def test_build_learns_the_go_version_the_pods_report(
         world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
     """The nightly fingerprint's Go version of a cluster service: client_golang's go_info."""
     monkeypatch.setenv("PROM_TOKEN", TOKEN)
-    prometheus.state.pods = [p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")]
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.pods()]
     exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
     backends = cluster.build(exp, world.tmp / "results", world.clock)
     facts = backends.target.describe()

@@ -1,4 +1,5 @@
-"""The client layer: credentials, the error vocabulary, retries and watches, over real HTTP."""
+"""The client layer against the real API server (faults from the proxy in front of it):
+credentials, the error vocabulary, retries and watches."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from autotune.kubernetes.objects import (
     ours,
     selector_of,
 )
-from tests.kubernetes.conftest import NAMESPACE, World
+from tests.kubernetes.conftest import World
 
 
 def test_missing_kubeconfig_is_a_clear_error(tmp_path: Path,
@@ -35,7 +36,7 @@ def test_missing_kubeconfig_is_a_clear_error(tmp_path: Path,
 
 def test_context_override_and_unknown_context(world: World) -> None:
     cfg = configuration(kubeconfig=str(world.kubeconfig), context="other")
-    assert cfg.host == world.url
+    assert cfg.host == world.proxy.url
     with pytest.raises(PrerequisiteError, match=r"context 'nope'"):
         configuration(kubeconfig=str(world.kubeconfig), context="nope")
 
@@ -51,16 +52,17 @@ def test_in_cluster_credentials_are_used_without_a_kubeconfig(
 
 
 def test_401_says_credentials(world: World) -> None:
-    world.fake.fail("GET", "/deployments/api", 401, message="Unauthorized")
+    expired = world.tmp / "expired"
+    expired.write_text(world.plane.cp.kubeconfig("not-a-token", server=world.proxy.url))
     with pytest.raises(ApiError, match=r"did not accept our credentials \(401") as e:
-        world.kube().get(DEPLOYMENTS, NAMESPACE, "api")
+        connect(world.clock, kubeconfig=str(expired)).get(DEPLOYMENTS, world.namespace, "api")
     assert e.value.status == 401
 
 
 def test_403_names_the_verb_and_the_resource(world: World) -> None:
-    world.fake.denied.add(("patch", "deployments"))
+    world.deny("patch", "deployments")
     with pytest.raises(ApiError) as e:
-        world.kube().patch(DEPLOYMENTS, NAMESPACE, "api", {"metadata": {"labels": {"a": "b"}}})
+        world.kube().patch(DEPLOYMENTS, world.namespace, "api", {"metadata": {"labels": {"a": "b"}}})
     text = str(e.value)
     assert "forbidden (403): not allowed to patch deployments.apps \"api\"" in text
     assert "Grant the verb 'patch' on deployments.apps" in text
@@ -68,7 +70,7 @@ def test_403_names_the_verb_and_the_resource(world: World) -> None:
 
 
 def test_404_is_none_for_get(world: World) -> None:
-    assert world.kube().get(DEPLOYMENTS, NAMESPACE, "nope") is None
+    assert world.kube().get(DEPLOYMENTS, world.namespace, "nope") is None
 
 
 def test_422_carries_the_servers_message(world: World) -> None:
@@ -77,30 +79,30 @@ def test_422_carries_the_servers_message(world: World) -> None:
                                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}}}}
     with pytest.raises(ApiError, match=r"rejected the request to patch .*\(422\).*may not be "
                                        "specified when `value` is not empty"):
-        world.kube().patch(DEPLOYMENTS, NAMESPACE, "api", patch)
+        world.kube().patch(DEPLOYMENTS, world.namespace, "api", patch)
 
 
 def test_transient_errors_are_retried_then_reported(world: World) -> None:
     kube = world.kube()
-    world.fake.fail("GET", "/deployments/api", 500, times=2)
-    assert kube.get(DEPLOYMENTS, NAMESPACE, "api") is not None
-    world.fake.fail("GET", "/deployments/api", 503, times=10, message="etcd is down")
+    world.proxy.fail("GET", "/deployments/api$", 500, times=2)
+    assert kube.get(DEPLOYMENTS, world.namespace, "api") is not None
+    world.proxy.fail("GET", "/deployments/api$", 503, times=10, message="etcd is down")
     with pytest.raises(ApiError, match=r"failed to get .*\(503\) after 5 attempts: etcd is down"):
-        kube.get(DEPLOYMENTS, NAMESPACE, "api")
+        kube.get(DEPLOYMENTS, world.namespace, "api")
     assert world.clock.offset > 0, "the backoff sleeps on the injected clock"
 
 
 def test_unreachable_server(world: World) -> None:
     kube = world.kube()
-    world.fake.stop()
+    world.proxy.stop()
     with pytest.raises(ApiError, match=r"cannot reach the Kubernetes API server at http://127"):
-        kube.get(DEPLOYMENTS, NAMESPACE, "api")
+        kube.get(DEPLOYMENTS, world.namespace, "api")
 
 
 def test_slow_response_is_survived(world: World) -> None:
-    world.fake.fail("GET", "/deployments/api", None, delay=0.3)
+    world.proxy.delay("GET", "/deployments/api$", 0.3)
     started = time.monotonic()
-    assert world.kube().get(DEPLOYMENTS, NAMESPACE, "api") is not None
+    assert world.kube().get(DEPLOYMENTS, world.namespace, "api") is not None
     assert time.monotonic() - started >= 0.3
 
 
@@ -112,29 +114,29 @@ def test_reraise_as_keeps_the_message() -> None:
 
 def test_wait_sees_changes_through_the_watch(world: World) -> None:
     kube = world.kube()
-    threading.Timer(0.2, lambda: world.fake.add_pod(NAMESPACE, "late", {"app": "late"})).start()
-    found = kube.wait(Selection(PODS, NAMESPACE, labels="app=late"),
+    threading.Timer(0.2, lambda: world.add_pod("late", {"app": "late"})).start()
+    found = kube.wait(Selection(PODS, world.namespace, labels="app=late"),
                       lambda s: s.get("late"), timeout=5)
     assert found is not None and found["metadata"]["name"] == "late"
-    watches = [r for r in world.fake.requests if r.query.get("watch") == "true"]
+    watches = [r for r in world.proxy.requests if r.query.get("watch") == "true"]
     assert watches and watches[0].query["resourceVersion"], "watch from the list's version"
 
 
 def test_wait_relists_after_410_gone(world: World) -> None:
     kube = world.kube()
-    world.fake.expire_history()
-    threading.Timer(0.3, lambda: world.fake.add_pod(NAMESPACE, "late", {"app": "late"})).start()
-    found = kube.wait(Selection(PODS, NAMESPACE, labels="app=late"),
+    world.proxy.gone_watch("/pods$")
+    threading.Timer(0.3, lambda: world.add_pod("late", {"app": "late"})).start()
+    found = kube.wait(Selection(PODS, world.namespace, labels="app=late"),
                       lambda s: s.get("late"), timeout=5)
     assert found is not None
-    lists = [r for r in world.fake.requests if r.path.endswith("/pods")
+    lists = [r for r in world.proxy.requests if r.path.endswith("/pods")
              and r.query.get("watch") != "true"]
     assert len(lists) >= 2, "a 410 must make the waiter list again"
 
 
 def test_wait_times_out_with_none(world: World) -> None:
     started = time.monotonic()
-    assert world.kube().wait(one(DEPLOYMENTS, NAMESPACE, "api"), lambda s: None, 1) is None
+    assert world.kube().wait(one(DEPLOYMENTS, world.namespace, "api"), lambda s: None, 1) is None
     assert time.monotonic() - started < 3
 
 
@@ -151,5 +153,5 @@ def test_labels_and_selectors() -> None:
 
 def test_connect_uses_the_kubeconfig(world: World) -> None:
     kube = connect(world.clock, kubeconfig=str(world.kubeconfig))
-    assert kube.host == world.url
-    assert kube.get(DEPLOYMENTS, NAMESPACE, "api") is not None
+    assert kube.host == world.proxy.url
+    assert kube.get(DEPLOYMENTS, world.namespace, "api") is not None

@@ -1,4 +1,4 @@
-"""The Deployment target against the fake API server: what ends up in the cluster."""
+"""The Deployment target against the real control plane: what ends up in the cluster."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from autotune.kubernetes.deployment import (
     restore_patch,
 )
 from autotune.kubernetes.objects import ORIGINAL_ENV_ANNOTATION
-from tests.kubernetes.conftest import NAMESPACE, ORIGINAL_ENV, World
+from tests.kubernetes.conftest import ORIGINAL_ENV, World
 from tests.kubernetes.golden import check_golden
 
 CANDIDATE = {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"}
@@ -43,16 +43,16 @@ def test_restore_patch_golden() -> None:
 
 
 def test_apply_patches_only_the_parameters_and_waits_for_new_pods(world: World) -> None:
-    old_pods = {p["metadata"]["name"] for p in world.fake.pods_of(NAMESPACE, "api")}
+    old_pods = {p["metadata"]["name"] for p in world.pods()}
     live = world.target().apply(CANDIDATE)
     assert _values(world.template_env()) == {"LOG_LEVEL": "info", **CANDIDATE}
-    pods = world.fake.pods_of(NAMESPACE, "api", terminating=True)
-    assert {p["metadata"]["name"] for p in pods}.isdisjoint(old_pods), "old pods must be gone"
+    pods = world.pods()
+    assert {p["metadata"]["name"] for p in pods}.isdisjoint(old_pods), "only new pods are live"
     assert all(_values(env) == {"LOG_LEVEL": "info", **CANDIDATE} for env in world.pod_envs())
     assert sorted(live.placement["pods"]) == sorted(p["metadata"]["name"] for p in pods)
     assert live.placement["pod_labels"] == {"app": "api"}
     assert live.placement["container"] == "api"
-    assert live.scope[0].label == "namespace" and live.scope[0].value == NAMESPACE
+    assert live.scope[0].label == "namespace" and live.scope[0].value == world.namespace
     assert live.scope[1].regex and live.scope[1].value == any_of(live.placement["pods"])
     assert {p["name"] for p in live.details["pods"]} == set(live.placement["pods"])
     assert all(p["containerID"].startswith("containerd://") for p in live.details["pods"])
@@ -60,7 +60,7 @@ def test_apply_patches_only_the_parameters_and_waits_for_new_pods(world: World) 
 
 def test_patches_use_strategic_merge_and_strict_validation(world: World) -> None:
     world.target().apply(CANDIDATE)
-    patches = [r for r in world.fake.requests if r.method == "PATCH"]
+    patches = world.proxy.seen("PATCH")
     assert patches and all(r.content_type == "application/strategic-merge-patch+json"
                            for r in patches)
     assert all(r.query.get("fieldValidation") == "Strict" for r in patches)
@@ -69,14 +69,15 @@ def test_patches_use_strategic_merge_and_strict_validation(world: World) -> None
 def test_original_is_saved_before_the_first_change(world: World) -> None:
     target = world.target()
     target.apply(CANDIDATE)
-    patches = [r.body for r in world.fake.requests if r.method == "PATCH"]
+    patches = [r.body for r in world.proxy.seen("PATCH")]
     assert ORIGINAL_ENV_ANNOTATION in patches[0]["metadata"]["annotations"], "saved first"
     saved = Original.from_json(world.annotations()[ORIGINAL_ENV_ANNOTATION])
     assert saved.env == {"GOMAXPROCS": {"name": "GOMAXPROCS", "value": "8"},
                          "FORCEGC_INTERVAL_MS": None}
     assert target.state_file is not None
     on_disk = json.loads(target.state_file.read_text())
-    assert on_disk["env"] == saved.env and on_disk["deployment"] == "Deployment shop/api"
+    assert on_disk["env"] == saved.env
+    assert on_disk["deployment"] == f"Deployment {world.namespace}/api"
     target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "2000"})
     again = Original.from_json(world.annotations()[ORIGINAL_ENV_ANNOTATION])
     assert again.env == saved.env, "a second candidate must not overwrite the original"
@@ -96,9 +97,9 @@ def test_restore_brings_back_the_original_and_forgets_it(world: World) -> None:
     target.restore()
     world.assert_pristine()
     assert target.state_file is not None and not target.state_file.exists()
-    patches = len([r for r in world.fake.requests if r.method == "PATCH"])
+    patches = len(world.proxy.seen("PATCH"))
     target.restore()
-    assert len([r for r in world.fake.requests if r.method == "PATCH"]) == patches
+    assert len(world.proxy.seen("PATCH")) == patches
 
 
 def test_cleanup_restores_what_a_dead_run_left(world: World) -> None:
@@ -147,13 +148,13 @@ def test_check_passes_then_fails_after_a_container_restart(world: World) -> None
     target = world.target()
     live = target.apply(CANDIDATE)
     target.check(live)
-    world.fake.restart_pod(NAMESPACE, live.placement["pods"][0])
+    world.restart_container(live.placement["pods"][0])
     with pytest.raises(TargetError, match=r"restarted \(restartCount 0 -> 1\)"):
         target.check(live)
 
 
 def test_rollout_timeout_fails_and_rolls_back(world: World) -> None:
-    world.fake.rollout = "never"
+    world.cordon()  # no new pod can be scheduled: the rollout never completes
     target = world.target(world.experiment(rollout_timeout="1s"))
     with pytest.raises(TargetError, match=r"did not complete within 1s.*re-applied the original"):
         target.apply(CANDIDATE)
@@ -161,8 +162,9 @@ def test_rollout_timeout_fails_and_rolls_back(world: World) -> None:
 
 
 def test_progress_deadline_exceeded_fails_at_once(world: World) -> None:
-    world.fake.rollout = "never"
-    world.fake.progress_deadline = 0.2
+    world.cordon()
+    world.patch("deployments", "api", {"spec": {"progressDeadlineSeconds": 1}}, "merge")
+    world.settled()
     target = world.target(world.experiment(rollout_timeout="30s"))
     with pytest.raises(TargetError, match=r"progress deadline.*timed out progressing"):
         target.apply(CANDIDATE)
@@ -172,7 +174,8 @@ def test_progress_deadline_exceeded_fails_at_once(world: World) -> None:
 def test_deployment_and_container_not_found(world: World) -> None:
     exp = world.experiment()
     assert exp.target.kubernetes is not None
-    for update, message in (({"deployment": "nope"}, "Deployment shop/nope not found"),
+    for update, message in (({"deployment": "nope"}, f"Deployment {world.namespace}/nope not "
+                                                      "found"),
                             ({"container": "nope"}, "no container 'nope'.*api, sidecar")):
         spec = exp.target.kubernetes.model_copy(update=update)
         bad = exp.model_copy(update={"target": exp.target.model_copy(update={"kubernetes": spec})})
@@ -189,10 +192,10 @@ def test_unknown_variable_is_refused(world: World) -> None:
 def test_describe(world: World) -> None:
     facts = world.target().describe()
     # The digest the pods pulled identifies the build (the nightly fingerprint): a tag can move.
-    assert facts.pop("image_ids") == [
-        "docker.io/example/api@sha256:" + hashlib.sha256(b"example/api:1.0").hexdigest()]
+    assert facts.pop("image_ids") == [  # what kwok reports as the kubelet would: tag and digest
+        "docker.io/example/api:1.0@sha256:" + hashlib.sha256(b"example/api:1.0").hexdigest()]
     assert facts == {
-        "kind": "kubernetes", "namespace": "shop", "deployment": "api", "container": "api",
+        "kind": "kubernetes", "namespace": world.namespace, "deployment": "api", "container": "api",
         "replicas": 2, "image": "example/api:1.0", "cpu_limit": "1", "cpu_request": "500m",
         "memory_limit": None, "node_types": ["m5.large"],
         "env": {"GOMAXPROCS": "8", "FORCEGC_INTERVAL_MS": None},
