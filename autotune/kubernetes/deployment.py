@@ -166,15 +166,26 @@ def restore_order(original: Original, current: Sequence[str]) -> list[str] | Non
 def restore_patch(original: Original, current: Sequence[str] = ()) -> Obj:
     """Put the original entries back (a value or a reference), or delete the ones we added,
     in the original order of the env list (``current``: the names in the list now)."""
-    entries: list[Obj] = []
+    order = restore_order(original, current)
+    puts: list[Obj] = []
+    deletes: list[Obj] = []
     for var, entry in original.env.items():
         if entry is None:
-            entries.append({"name": var, "$patch": "delete"})
+            deletes.append({"name": var, "$patch": "delete"})
         elif "valueFrom" in entry:
-            entries.append({**entry, "name": var, "value": None})
+            puts.append({**entry, "name": var, "value": None})
         else:
-            entries.append({**entry, "name": var, "valueFrom": None})
-    return _container_patch(original.container, entries, restore_order(original, current))
+            # The API server omits an empty value ({"name": X} is X=""): say "" explicitly, or
+            # the merge would keep the candidate's value.
+            puts.append({**entry, "name": var, "value": entry.get("value", ""),
+                         "valueFrom": None})
+    if order is not None:
+        # apimachinery strategicpatch/patch.go validatePatchWithSetOrderList: the entries that
+        # are not deletions must come in the order of $setElementOrder, or the API server
+        # rejects the whole patch (500) and the Deployment stays on the candidate.
+        rank = {name: i for i, name in enumerate(order)}
+        puts.sort(key=lambda e: rank[str(e["name"])])
+    return _container_patch(original.container, puts + deletes, order)
 
 
 def annotation_patch(original: Original | None) -> Obj:
@@ -542,10 +553,25 @@ class KubernetesTarget:
     # --- for validation -----------------------------------------------------------------
 
     def dry_run(self, env: Env) -> None:
-        """Let the API server (and its admission webhooks) judge the patch; change nothing."""
+        """Let the API server (and its admission webhooks) judge the patch that applies ``env``
+        and the one that would restore the env afterwards; change nothing. (The restore is
+        judged against the env as it is now: its order check, apimachinery's
+        validatePatchWithSetOrderList, depends only on the patch itself.)"""
         with reraise_as(TargetError):
-            self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
-                            env_patch(self.spec.container, env), dry_run=True)
+            dep = self._deployment()
+            container = find_container(dep, self.spec.container)
+            entries = env_entries(container)
+            original = Original(container=self.spec.container, study=self.study, saved_at="",
+                                env={v: entries.get(v) for v in self.variables},
+                                order=tuple(env_names(container)))
+            applied = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                                      env_patch(self.spec.container, env), dry_run=True)
+            after = env_names(find_container(applied, self.spec.container))
+            try:
+                self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                                restore_patch(original, after), dry_run=True)
+            except ApiError as e:
+                raise TargetError(f"restoring the env afterwards would fail: {e}") from e
 
     def usable(self) -> str | None:
         """Why the Deployment cannot be tuned as it is (paused, 0 replicas), or None."""

@@ -56,9 +56,11 @@ class Fault:
     message: str = "injected by the test's fault proxy"
     delay: float = 0.0
     watch_only: bool = False
+    body_contains: str | None = None
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method in (method, "*")) and bool(self.path.search(path))
+    def matches(self, method: str, path: str, body: bytes = b"") -> bool:
+        return ((self.method in (method, "*")) and bool(self.path.search(path))
+                and (self.body_contains is None or self.body_contains.encode() in body))
 
 
 @dataclass
@@ -96,10 +98,11 @@ class FaultProxy:
 
     def fail(self, method: str, path: str, status: int | None = 500, *, times: int = 1,
              after: bool = False, message: str = "injected by the test's fault proxy",
-             watch_only: bool = False) -> Fault:
-        """``watch_only``: only a watch request fails (a list of the same path passes)."""
+             watch_only: bool = False, body_contains: str | None = None) -> Fault:
+        """``watch_only``: only a watch request fails (a list of the same path passes);
+        ``body_contains``: only a request whose body contains that text."""
         fault = Fault(method, re.compile(path), "fail-after" if after else "fail", status, times,
-                      message=message, watch_only=watch_only)
+                      message=message, watch_only=watch_only, body_contains=body_contains)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -127,10 +130,10 @@ class FaultProxy:
         with self.lock:
             self.faults.clear()
 
-    def _take(self, method: str, path: str, watch: bool) -> Fault | None:
+    def _take(self, method: str, path: str, watch: bool, body: bytes = b"") -> Fault | None:
         with self.lock:
             for fault in self.faults:
-                if fault.hits >= fault.times or not fault.matches(method, path):
+                if fault.hits >= fault.times or not fault.matches(method, path, body):
                     continue
                 if (fault.kind in ("cut-watch", "gone-watch") or fault.watch_only) and not watch:
                     continue
@@ -194,7 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         with proxy.lock:
             proxy.requests.append(Recorded(method, parts.path, query, content_type, body))
         watch = query.get("watch") in ("true", "1")
-        fault = proxy._take(method, parts.path, watch)
+        fault = proxy._take(method, parts.path, watch, raw)
         if fault is not None and fault.kind == "fail":
             self._answer(fault.status, fault.message)
             return

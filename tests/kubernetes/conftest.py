@@ -214,8 +214,10 @@ class World:
     def kube(self) -> Kube:
         return connect(self.clock, kubeconfig=str(self.kubeconfig))
 
-    def target(self, exp: Experiment | None = None, *,
-               guard: StressGuard | None = None) -> KubernetesTarget:
+    def target(self, exp: Experiment | None = None, *, guard: StressGuard | None = None,
+               variables: list[str] | None = None) -> KubernetesTarget:
+        """As stack.build makes it; ``variables``: other parameters' variables than the
+        experiment's (in that order)."""
         exp = exp or self.experiment()
         spec = exp.target.kubernetes
         assert spec is not None
@@ -225,8 +227,9 @@ class World:
         load = (LoadGenerator(spec.load, kube, self.clock, namespace=spec.namespace,
                               study=exp.name) if spec.load is not None else None)
         return KubernetesTarget(spec, kube, self.clock,
-                                variables=[p.env_var for p in exp.parameters], study=exp.name,
-                                state_dir=self.tmp / "results", guard=guard, lease=lease,
+                                variables=variables or [p.env_var for p in exp.parameters],
+                                study=exp.name, state_dir=self.tmp / "results", guard=guard,
+                                lease=lease,
                                 schedtrace_ms=exp.measure.schedtrace_ms, load=load,
                                 load_seconds=exp.max_trial_seconds)
 
