@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import uuid
 from typing import Any
 
 from autotune.clock import Clock
@@ -43,8 +44,9 @@ def _epoch(text: str | None) -> float:
 
 
 def holder_identity(study: str) -> str:
-    """Who holds it: in a Job, the pod name (the hostname) says which run."""
-    return f"{socket.gethostname()} pid {os.getpid()} study {study}"
+    """Who holds it: in a Job, the pod name (the hostname) says which run; the random part
+    keeps two processes apart that share a host name and a PID (PID 1 of two containers)."""
+    return f"{socket.gethostname()} pid {os.getpid()} study {study} run {uuid.uuid4().hex[:8]}"
 
 
 class RunLease:
@@ -82,7 +84,9 @@ class RunLease:
                 if current is None:
                     raise TargetProblem(f"{self.where} appeared and vanished while this run "
                                         "tried to take it; start again") from None
-                self._refuse(current)
+                if not self._mine(current):
+                    self._refuse(current)
+                # Ours: the create succeeded, its answer was lost, the retry met AlreadyExists.
             self.held = True
             return
         spec = current.get("spec") or {}
@@ -95,13 +99,19 @@ class RunLease:
         try:
             self.kube.replace(LEASES, self.namespace, self.name, update)
         except Conflict:
-            # Another run updated it between our read and our write: it won.
+            # Another run updated it between our read and our write (it won), or our own write
+            # went through, its answer was lost and the retry carried a stale resourceVersion.
             latest = self.kube.get(LEASES, self.namespace, self.name) or current
-            self._refuse(latest)
+            if not self._mine(latest):
+                self._refuse(latest)
         if not mine and spec.get("holderIdentity"):
             log.warning("%s: took over from %s, whose lease expired (last renewed %s)",
                         self.where, spec.get("holderIdentity"), spec.get("renewTime"))
         self.held = True
+
+    def _mine(self, lease: Obj) -> bool:
+        """The Lease names this process as its holder (the identity is unique per process)."""
+        return bool((lease.get("spec") or {}).get("holderIdentity") == self.holder)
 
     def _expired(self, spec: Obj) -> bool:
         renewed = _epoch(spec.get("renewTime") or spec.get("acquireTime"))

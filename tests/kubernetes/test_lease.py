@@ -1,0 +1,51 @@
+"""Issue 15.7: the run Lease against the real API server, with answers lost on the way back.
+
+The client retries a POST or PUT whose answer was a 5xx or never came; the write may have
+happened. The retry then meets 409 (AlreadyExists after a create, a stale resourceVersion after
+an update), and a Lease that holds our own ``holderIdentity`` is ours, not another run's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.errors import TargetError
+from tests.kubernetes.conftest import World
+
+
+def test_a_lost_create_answer_is_our_own_lease(world: World) -> None:
+    target = world.target()
+    assert target.lease is not None
+    world.proxy.fail("POST", "/leases$", 500, after=True)  # created, the answer lost
+    target.lease.acquire()
+    assert target.lease.held
+    [lease] = world.items("leases")
+    assert lease["spec"]["holderIdentity"] == target.lease.holder
+    assert len(world.proxy.seen("POST", "/leases$")) == 2, "the create was retried"
+    target.lease.release()
+    assert world.items("leases") == []
+
+
+@pytest.mark.parametrize("status", [500, None])
+def test_a_lost_renewal_answer_is_our_own_renewal(world: World, status: int | None) -> None:
+    target = world.target()
+    assert target.lease is not None
+    target.lease.acquire()
+    world.proxy.fail("PUT", "/leases/", status, after=True)  # renewed, the answer lost
+    world.clock.sleep(5)
+    target.lease.acquire()  # the renewal of the next trial
+    [lease] = world.items("leases")
+    assert lease["spec"]["holderIdentity"] == target.lease.holder
+    assert lease["spec"]["leaseTransitions"] == 0, "no takeover: it was ours all along"
+    target.lease.release()
+
+
+def test_another_runs_lease_still_stops_us(world: World) -> None:
+    other, ours = world.target(), world.target()
+    assert other.lease is not None and ours.lease is not None
+    other.lease.holder = "autotune-api-28912345-abcde pid 1 study api-test"
+    other.lease.acquire()
+    world.proxy.fail("POST", "/leases$", 500)
+    with pytest.raises(TargetError, match="another autotune run holds"):
+        ours.lease.acquire()
+    other.lease.release()
