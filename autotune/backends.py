@@ -14,7 +14,8 @@ from autotune.experiment.models import Experiment
 from autotune.study.trial import Backends
 
 
-def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
+def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None,
+               preflight: bool) -> Backends:
     from autotune import simulated
 
     world = simulated.World(simulated.world_path(exp, results))
@@ -25,25 +26,30 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
     )
 
 
-def _local(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
+def _local(exp: Experiment, results: Path, clock: Clock, context: str | None,
+           preflight: bool) -> Backends:
     from autotune.local.stack import build
 
     return build(exp, results, clock)
 
 
-def _kubernetes(exp: Experiment, results: Path, clock: Clock, context: str | None) -> Backends:
+def _kubernetes(exp: Experiment, results: Path, clock: Clock, context: str | None,
+                preflight: bool) -> Backends:
     from autotune.kubernetes.stack import build
 
-    return build(exp, results, clock, context=context)
+    return build(exp, results, clock, context=context, preflight=preflight)
 
 
-REGISTRY: dict[str, Callable[[Experiment, Path, Clock, str | None], Backends]] = {
+REGISTRY: dict[str, Callable[[Experiment, Path, Clock, str | None, bool], Backends]] = {
     "simulated": _simulated,
     "local": _local,
     "kubernetes": _kubernetes,
 }
 
 
-def build(exp: Experiment, results: Path, clock: Clock, *, context: str | None = None) -> Backends:
-    """``context``: the kubeconfig context to use (kubernetes targets only)."""
-    return REGISTRY[exp.target.kind](exp, results, clock, context)
+def build(exp: Experiment, results: Path, clock: Clock, *, context: str | None = None,
+          preflight: bool = True) -> Backends:
+    """``context``: the kubeconfig context to use (kubernetes targets only). ``preflight``:
+    refuse, before anything changes, a target that cannot be measured as asked (a run, a
+    confirmation); ``autotune cleanup`` passes False: undoing must always be possible."""
+    return REGISTRY[exp.target.kind](exp, results, clock, context, preflight)

@@ -1,24 +1,39 @@
-"""argv -> calls -> exit code. Exit codes: 0 ok, 1 experiment/config error, 2 usage,
-3 internal error, 4 drift detected (``run --fail-on-drift``), 130 interrupted."""
+"""argv -> calls -> exit code (``autotune.errors.ExitCode``).
+
+SIGINT and SIGTERM are handled for the whole command, from the first line of ``main()``: as PID 1
+of a container (the CronJob runs ``autotune nightly`` with no shell in between) a process
+receives only the signals it has a handler for (pid_namespaces(7)), so a moment without one
+would drop the kubelet's SIGTERM and leave it to the SIGKILL after the grace period to end a run
+that changed the target. Heavy imports (pydantic, Optuna, the Kubernetes client) are made inside
+the commands for the same reason: at module level they would run before ``main()``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from autotune import __version__
-from autotune.errors import AutotuneError, ExperimentError, StudyError
-from autotune.experiment import Experiment, load_experiment
+from autotune.errors import AutotuneError, ExitCode, ExperimentError, StudyError, exit_codes_text
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
+
+if TYPE_CHECKING:
+    from autotune.experiment import Experiment
 
 log = logging.getLogger("autotune")
 
-EXIT_OK, EXIT_CONFIG, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_DRIFT = 4
+# autotune.report.export.FORMATS, spelled out: importing it loads Optuna, seconds spent before
+# main() could install the signal handlers (tests/unit/test_exit_codes.py keeps them equal).
+EXPORT_FORMATS = ("kustomize", "env", "json", "helm-values")
+PROMOTE_DIR_VAR, PROMOTE_FORMAT_VAR = "AUTOTUNE_PROMOTE_DIR", "AUTOTUNE_PROMOTE_FORMAT"
+CHANGES_THINGS = frozenset({"run", "confirm", "cleanup", "nightly"})
+"""Commands that inject stress or configure a target: an interrupt of them undoes something."""
 
 DESCRIPTION = """\
 Find the Go runtime settings (GOMAXPROCS, GOGC, GOMEMLIMIT, a forced-GC interval, ...) that
@@ -48,14 +63,13 @@ examples:
   autotune report experiments/local.yaml             # report.md/.html/.json + plots
   autotune export experiments/api.yaml --format kustomize > patch.yaml
   autotune export experiments/api.yaml --format kustomize --write-to gitops/   # only on ADOPT
-  autotune run experiments/api.yaml --fail-on-drift   # nightly: exit 4 when production drifted
+  autotune run experiments/api.yaml --fail-on-drift   # exit 4 when production drifted
+  autotune nightly experiments/api.yaml --fail-on-drift --promote-dir gitops/   # the CronJob
   autotune history experiments/api.yaml               # night by night, + nights.{md,json,png}
   autotune cleanup experiments/local.yaml             # remove stress/processes a dead run left
 
-exit codes: 0 ok, 1 invalid experiment or unusable study (export: nothing to export),
-2 usage, 3 internal error, 4 drift detected (run --fail-on-drift),
-130 interrupted (the running trial is recorded as FAIL and retried on resume).
-"""
+exit codes:
+""" + exit_codes_text() + "\n"
 
 
 def _positive(text: str) -> int:
@@ -81,20 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text)
 
     p = add("run", "run (or resume) the study of an experiment")
-    p.add_argument("file", help="experiment YAML file")
-    p.add_argument("--trials", type=_positive, help="search-trial budget (overrides study.trials)")
-    p.add_argument("--storage", help="study storage URL (default sqlite:///results/<name>/study.db)")
-    p.add_argument("--new-study", action="store_true",
-                   help="start a new study even if one exists (the old one is kept)")
-    p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
-    p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
-    p.add_argument("--no-confirm", action="store_true",
-                   help="skip the re-measurements: the confirmation of the top candidates at "
-                        "the end and the drift check")
-    p.add_argument("--fail-on-drift", action="store_true",
-                   help=f"exit {EXIT_DRIFT} when the drift check finds production significantly "
-                        "better than the last adopted recommendation (for alerting)")
-    _confirm_options(p)
+    _run_options(p)
+
+    p = add("nightly", "one night in one process (what the CronJob runs): `run`; only when it "
+                       "exits 0, on ADOPT the export into the promote directory (not adopted "
+                       "tonight is no error); then `report` and `history`. Exits with the run's "
+                       "code (0, or 4 with --fail-on-drift), else with the first failing step's; "
+                       "SIGINT/SIGTERM at any step stops the night (130), the running trial "
+                       "undone first")
+    _run_options(p)
+    p.add_argument("--promote-dir", metavar="DIR",
+                   help=f"on ADOPT write the export here, as `export --write-to DIR` (default "
+                        f"${PROMOTE_DIR_VAR}; neither: promote nothing)")
+    p.add_argument("--promote-format", choices=EXPORT_FORMATS,
+                   help=f"the export's format (default ${PROMOTE_FORMAT_VAR}, else kustomize)")
 
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
     p.add_argument("file")
@@ -130,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", "print the recommendation ready to apply")
     p.add_argument("file")
     p.add_argument("--storage")
-    p.add_argument("--format", required=True, choices=["kustomize", "env", "json", "helm-values"])
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     p.add_argument("--force", action="store_true",
                    help="export the best candidate even when the verdict is not 'adopt'")
     p.add_argument("--write-to", metavar="DIR",
@@ -147,8 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
     p.add_argument("file", nargs="?", help="experiment file (its own leftovers)")
-    p.add_argument("--namespace", help="kubernetes: delete every StressChaos labelled as ours "
-                                       "and restore every Deployment autotune annotated")
+    p.add_argument("--namespace", help="kubernetes: delete every StressChaos and load generator "
+                                       "pod labelled as ours and restore every Deployment "
+                                       "autotune annotated; refused while a run holds a "
+                                       "Deployment's Lease there")
+    p.add_argument("--force", action="store_true",
+                   help="with --namespace: clean up even while another run holds a Lease (its "
+                        "stress is removed under it; that run's window is then discarded)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--kubeconfig", help="kubeconfig file")
 
@@ -165,6 +184,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="experiment YAML file")
+    p.add_argument("--trials", type=_positive, help="search-trial budget (overrides study.trials)")
+    p.add_argument("--storage", help="study storage URL (default sqlite:///results/<name>/study.db)")
+    p.add_argument("--new-study", action="store_true",
+                   help="start a new study even if one exists (the old one is kept)")
+    p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
+    p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="skip the re-measurements: the confirmation of the top candidates at "
+                        "the end and the drift check")
+    p.add_argument("--fail-on-drift", action="store_true",
+                   help=f"exit {int(ExitCode.DRIFT)} when the drift check finds production "
+                        "significantly better than the last adopted recommendation (for alerting)")
+    _confirm_options(p)
+
+
 def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=_positive, default=3, help="candidates to confirm (default 3)")
     p.add_argument("--repeats", type=_positive, default=3,
@@ -177,6 +213,8 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
 
 
 def _load(path: str) -> tuple[Experiment, str]:
+    from autotune.experiment import load_experiment
+
     return load_experiment(path)
 
 
@@ -189,10 +227,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for warning in advise(exp):
         print(f"  warning: {warning}", file=sys.stderr)
     if not (args.cluster or args.live):
-        return EXIT_OK
+        return ExitCode.OK
     if exp.target.kubernetes is None and args.cluster:
         print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     from autotune.kubernetes import stack as cluster
 
     warnings: list[str] = []
@@ -206,12 +244,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"  {problem}", file=sys.stderr)
     checked = " and ".join(x for x, on in (("cluster", args.cluster), ("metrics", args.live)) if on)
     print(f"{checked}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
-    return EXIT_OK if not problems else EXIT_CONFIG
+    return ExitCode.OK if not problems else ExitCode.CONFIG
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from autotune.experiment import Experiment
+
     print(json.dumps(Experiment.model_json_schema(), indent=2))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _runner(exp: Experiment, digest: str, plain: bool,
@@ -264,22 +304,25 @@ def _capture(exp: Experiment, studies: Any, runner: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    exp, digest = _load(args.file)
+    return _run(exp, digest, args)
+
+
+def _run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
     from autotune.progress import RichProgress
     from autotune.study import nightly
     from autotune.study import storage as st
     from autotune.study.status import run_text, status_data
 
-    exp, digest = _load(args.file)
     options = nightly.NightOptions(
         budget=args.trials or exp.study.trials, new_study=args.new_study,
         confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra)
     progress = None
     try:
-        with signals_as_exceptions():
-            runner, progress = _runner(exp, digest, args.plain, args.context)
-            night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options)
-            if night.confirmed:
-                _capture(exp, night.studies, runner)
+        runner, progress = _runner(exp, digest, args.plain, args.context)
+        night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options)
+        if night.confirmed:
+            _capture(exp, night.studies, runner)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
@@ -290,7 +333,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("no confirmation runs: `autotune confirm` re-measures the top candidates")
     for line in night.lines():
         print(line)
-    return EXIT_DRIFT if args.fail_on_drift and night.drift.status == "drifted" else EXIT_OK
+    return (ExitCode.DRIFT if args.fail_on_drift and night.drift.status == "drifted"
+            else ExitCode.OK)
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
@@ -302,46 +346,46 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     studies = st.open_existing(exp, st.storage_url(exp, args.storage))
     progress = None
     try:
-        with signals_as_exceptions():
-            runner, progress = _runner(exp, digest, args.plain, args.context)
-            done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
-                           seed=exp.study.seed, extra=args.extra)
-            _capture(exp, studies, runner)
+        runner, progress = _runner(exp, digest, args.plain, args.context)
+        done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
+                       seed=exp.study.seed, extra=args.extra)
+        _capture(exp, studies, runner)
     finally:
         if isinstance(progress, RichProgress):
             progress.stop()
     print(f"{done} confirmation trials completed")
     print(_verdict_text(exp, studies))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    exp, _ = _load(args.file)
+    written, verdict = _report(exp, args.storage, Path(args.out) if args.out else None)
+    for path in written:
+        print(f"wrote {path}")
+    print(verdict)
+    return ExitCode.OK
 
-    from autotune.report import build_report, write_report
+
+def _report(exp: Experiment, storage: str | None, out: Path | None) -> tuple[list[Path], str]:
+    """Write the report (with the night-by-night section): the files, and the verdict line."""
+    from autotune.report import build_report, history, write_report
     from autotune.study import storage as st
 
-    exp, _ = _load(args.file)
-    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    url = st.storage_url(exp, storage)
+    studies = st.open_existing(exp, url)
     report = build_report(exp, studies)
-    out = Path(args.out) if args.out else st.results_dir(exp)
-    for path in write_report(report, out, studies):
-        print(f"wrote {path}")
-    from autotune.report import history
-
-    nights = history.load(exp, st.storage_url(exp, args.storage))
+    out = out or st.results_dir(exp)
+    written = write_report(report, out, studies)
+    nights = history.load(exp, url)
     if nights:  # the report's "Night by night" section, with its plot and data next to it
-        for path in history.write(nights, out):
-            print(f"wrote {path}")
+        written += history.write(nights, out)
         with (out / "report.md").open("a") as f:
             f.write("\n" + history.markdown(nights))
-    print(f"verdict: {report.verdict.upper()} - {report.reason}")
-    return EXIT_OK
+    return written, f"verdict: {report.verdict.upper()} - {report.reason}"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from autotune.report import build_report, export
     from autotune.report.export import write_to
     from autotune.study import storage as st
@@ -349,32 +393,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.write_to is not None and args.force:
         print("export: --write-to promotes adopted recommendations only; it does not take "
               "--force", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     exp, _ = _load(args.file)
     studies = st.open_existing(exp, st.storage_url(exp, args.storage))
     text, code = export(build_report(exp, studies), args.format, force=args.force)
     if code != 0 or args.write_to is None:
         print(text, file=sys.stdout if code == 0 else sys.stderr)
-        return code
+        return ExitCode(code)  # 1 (CONFIG) when nothing is exported: not ADOPT, no candidate
     path, written = write_to(Path(args.write_to), exp.name, args.format, text)
     print(f"wrote {path}" if written else f"unchanged {path} (same variables)")
-    return code
+    return ExitCode.OK
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    exp, _ = _load(args.file)
+    return _history(exp, args.storage, Path(args.out) if args.out else None, as_json=args.json)
 
+
+def _history(exp: Experiment, storage: str | None, out: Path | None, *, as_json: bool) -> int:
     from autotune.report import history
     from autotune.study import storage as st
 
-    exp, _ = _load(args.file)
-    nights = history.load(exp, st.storage_url(exp, args.storage))
-    written = history.write(nights, Path(args.out) if args.out else st.results_dir(exp))
-    print(history.to_json(nights) if args.json else history.text(nights), end="" if args.json
+    nights = history.load(exp, st.storage_url(exp, storage))
+    written = history.write(nights, out or st.results_dir(exp))
+    print(history.to_json(nights) if as_json else history.text(nights), end="" if as_json
           else "\n")
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -385,7 +431,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     studies = st.open_existing(exp, st.storage_url(exp, args.storage))
     data = status_data(exp, studies)
     print(json.dumps(data, indent=2, default=str) if args.json else status_text(data))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -395,27 +441,28 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
     if args.file is None and args.namespace is None:
         print("cleanup: give an experiment file, or --namespace", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     done: list[str] = []
-    with signals_as_exceptions():
-        if args.namespace is not None:
-            from autotune.kubernetes import stack as cluster
+    if args.namespace is not None:
+        from autotune.kubernetes import stack as cluster
 
-            done += cluster.cleanup_namespace(args.namespace, context=args.context,
-                                              kubeconfig=args.kubeconfig)
-        if args.file is not None:
-            exp, _ = _load(args.file)
-            backends = build(exp, st.results_dir(exp), SystemClock(), context=args.context)
-            try:
-                done += backends.injector.cleanup() + backends.target.cleanup()
-            finally:
-                backends.target.restore()  # nothing applied: only lets go (the run Lease)
-                backends.source.close()
+        done += cluster.cleanup_namespace(args.namespace, context=args.context,
+                                          kubeconfig=args.kubeconfig, force=args.force)
+    if args.file is not None:
+        exp, _ = _load(args.file)
+        backends = build(exp, st.results_dir(exp), SystemClock(), context=args.context,
+                         preflight=False)
+        try:
+            # The target first: on a cluster it takes the run Lease (a live run keeps its stress)
+            done += backends.target.cleanup() + backends.injector.cleanup()
+        finally:
+            backends.target.restore()  # nothing applied: only lets go (the run Lease)
+            backends.source.close()
     for line in done:
         print(f"removed: {line}")
     if not done:
         print("nothing to clean up")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -427,11 +474,59 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"[{'ok' if c.ok else 'MISSING'}] {c.name}: {c.detail}")
         if not c.ok and c.fix:
             print(f"      fix: {c.fix}")
-    return EXIT_OK if all(c.ok for c in checks) else EXIT_CONFIG
+    return ExitCode.OK if all(c.ok for c in checks) else ExitCode.CONFIG
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    """What the CronJob's shell script did in four processes, in one: as PID 1 of the pod's
+    container it is the process the kubelet's SIGTERM reaches, and its handlers cover every
+    step and the moments between them."""
+    promote_dir = args.promote_dir or os.environ.get(PROMOTE_DIR_VAR) or None
+    fmt = args.promote_format or os.environ.get(PROMOTE_FORMAT_VAR) or "kustomize"
+    if fmt not in EXPORT_FORMATS:
+        print(f"nightly: ${PROMOTE_FORMAT_VAR} is {fmt!r}, not one of "
+              f"{', '.join(EXPORT_FORMATS)}", file=sys.stderr)
+        return ExitCode.USAGE
+    exp, digest = _load(args.file)
+    code = _guarded(lambda: _run(exp, digest, args))
+    # Only a night that ran to its end promotes: a drifted or failed one has nothing to say.
+    if code == ExitCode.OK and promote_dir is not None:
+        code = _guarded(lambda: _promote(exp, args.storage, fmt, Path(promote_dir)))
+    # The report and the history after every night, a failed one too: they show what happened.
+    for step in (lambda: _report_line(exp, args.storage),
+                 lambda: _history(exp, args.storage, None, as_json=False)):
+        done = _guarded(step)
+        if code == ExitCode.OK:
+            code = done
+    return code
+
+
+def _promote(exp: Experiment, storage: str | None, fmt: str, directory: Path) -> int:
+    """``export --write-to DIR`` for the nightly: a verdict other than ADOPT is no failure."""
+    from autotune.report import build_report, export
+    from autotune.report.export import write_to
+    from autotune.study import storage as st
+
+    studies = st.open_existing(exp, st.storage_url(exp, storage))
+    text, code = export(build_report(exp, studies), fmt)
+    if code != 0:
+        print(f"promote: {text}")
+        return ExitCode.OK
+    path, written = write_to(directory, exp.name, fmt, text)
+    print(f"wrote {path}" if written else f"unchanged {path} (same variables)")
+    return ExitCode.OK
+
+
+def _report_line(exp: Experiment, storage: str | None) -> int:
+    written, _ = _report(exp, storage, None)  # the verdict was printed by the run
+    if written:
+        print(f"report: {written[0]} (and {len(written) - 1} more files next to it)")
+    return ExitCode.OK
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
+    "nightly": cmd_nightly,
     "validate": cmd_validate,
     "schema": cmd_schema,
     "status": cmd_status,
@@ -445,41 +540,57 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    # The handlers first, for every command: see the module docstring (PID 1). A command that
+    # changes nothing is simply stopped by them, with its own message and code.
+    with signals_as_exceptions():
+        command: str | None = None
+        try:
+            parser = build_parser()
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as e:
+                return ExitCode.OK if e.code == 0 else ExitCode.USAGE
+            command = args.command
+            logging.basicConfig(
+                level=logging.DEBUG if args.verbose else logging.INFO,
+                format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
+                stream=sys.stderr,
+            )
+            return _guarded(lambda: COMMANDS[args.command](args))
+        except (Interrupted, KeyboardInterrupt) as e:
+            name = getattr(e, "signame", "SIGINT")
+            if command in CHANGES_THINGS:
+                print(f"interrupted ({name}); stress removed and target restored; "
+                      "run the same command again to resume", file=sys.stderr)
+            else:
+                print(f"interrupted ({name})", file=sys.stderr)
+            return ExitCode.INTERRUPTED
+
+
+def _guarded(step: Callable[[], int]) -> ExitCode:
+    """Run a command (or one step of ``nightly``): an exception becomes a message and its exit
+    code. Interrupts are not caught here: they end the whole command."""
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return EXIT_OK if e.code == 0 else EXIT_USAGE
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr,
-    )
-    try:
-        return COMMANDS[args.command](args)
+        return ExitCode(step())
     except ExperimentError as e:
         where = f"{e.source}: " if e.source else ""
         print(f"{where}invalid experiment:", file=sys.stderr)
         for problem in e.problems:
             print(f"  {problem}", file=sys.stderr)
-        return EXIT_CONFIG
+        return e.exit_code
     except AutotuneError as e:
         problems = getattr(e, "problems", None) or [str(e)]
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         return e.exit_code
-    except (Interrupted, KeyboardInterrupt) as e:
-        name = getattr(e, "signame", "SIGINT")
-        print(f"interrupted ({name}); stress removed and target restored; "
-              "run the same command again to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except Exception as e:
         failure = _storage_failure(e)
         if failure is not None:
             print(f"error: the study storage failed: {failure}; the trials completed so far are "
                   "kept: run the same command again once it is fixed", file=sys.stderr)
-            return EXIT_CONFIG
+            return ExitCode.CONFIG
         log.exception("internal error (a bug in autotune; please report it with this trace)")
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
 
 
 def _storage_failure(e: BaseException) -> str | None:

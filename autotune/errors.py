@@ -1,14 +1,60 @@
-"""The one error hierarchy. The CLI maps these to exit codes; trials record them as reasons."""
+"""The one error hierarchy and the one table of exit codes. The CLI maps errors to exit codes;
+trials record them as reasons."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import IntEnum
+from typing import ClassVar
+
+
+class ExitCode(IntEnum):
+    """What ``autotune`` exits with. The values are a contract (README, --help, alert rules);
+    ``EXIT_CODE_MEANINGS`` says what each means."""
+
+    OK = 0
+    CONFIG = 1
+    USAGE = 2
+    INTERNAL = 3
+    DRIFT = 4
+    # SIGTERM too, not 128 + 15: the outcome is the same as for SIGINT (trial recorded as
+    # interrupted, stress removed, target restored, resumable), and scripts and alert rules
+    # have matched 130 for both since the first release.
+    INTERRUPTED = 130
+
+
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "ok",
+    ExitCode.CONFIG: "invalid experiment, unusable study or environment (storage, results "
+                     "directory, target, Chaos Mesh, Prometheus, RBAC, another run's Lease); "
+                     "export: nothing to export (the verdict is not ADOPT)",
+    ExitCode.USAGE: "usage (bad command line)",
+    ExitCode.INTERNAL: "internal error: a bug in autotune (the log has the trace)",
+    ExitCode.DRIFT: "drift detected (run/nightly --fail-on-drift)",
+    ExitCode.INTERRUPTED: "interrupted by SIGINT or SIGTERM (the running trial is recorded as "
+                          "FAIL and retried on resume; stress removed and target restored first)",
+}
+
+
+def exit_codes_text(width: int = 95) -> str:
+    """The table for --help: each code and its meaning, wrapped under the meaning."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(EXIT_CODE_MEANINGS[code], width,
+                                   initial_indent=f"  {int(code):<4d}", subsequent_indent=" " * 6)
+                     for code in ExitCode)
 
 
 class AutotuneError(Exception):
-    """Base of every error autotune raises on purpose. Its message is meant for the user."""
+    """Base of every error autotune raises on purpose. Its message is meant for the user.
 
-    exit_code = 3
+    Raised on purpose means the user or the environment has to act (a file, a cluster, a
+    Prometheus, a disk), never autotune's code: so every subclass exits ``CONFIG``, and
+    ``INTERNAL`` stays for exceptions nobody raised on purpose. A class attribute, never set on
+    an instance: an error's code follows from its type alone.
+    """
+
+    exit_code: ClassVar[ExitCode] = ExitCode.CONFIG
 
 
 class ExperimentError(AutotuneError):
@@ -16,8 +62,6 @@ class ExperimentError(AutotuneError):
 
     Carries one line per problem, each naming the path of the field in the file.
     """
-
-    exit_code = 1
 
     def __init__(self, problems: list[str], source: str = "") -> None:
         self.problems = problems
@@ -42,8 +86,6 @@ class StressNotRecovered(ChaosError):
     may still run (Kubernetes).
     """
 
-    exit_code = 1
-
     def __init__(self, message: str, *, namespace: str = "", objects: Sequence[str] = (),
                  pods: Sequence[str] = ()) -> None:
         super().__init__(message)
@@ -61,8 +103,6 @@ class StudyError(AutotuneError):
 
     Carries one line per problem; the message joins them (never a Python list's repr)."""
 
-    exit_code = 1
-
     def __init__(self, problems: Sequence[str] | str) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         super().__init__("; ".join(self.problems))
@@ -70,5 +110,3 @@ class StudyError(AutotuneError):
 
 class PrerequisiteError(AutotuneError):
     """Something the run needs is missing on this machine (a binary, cgroup access, a cluster)."""
-
-    exit_code = 1

@@ -1,10 +1,11 @@
 """The Kubernetes error vocabulary: what went wrong, typed, instead of HTTP status checks.
 
 Every failed request becomes one ``ApiError`` subclass (``NotFound``, ``Conflict``, ``Gone``,
-``Forbidden``, ...). They are user/environment errors, never bugs: exit code 1. ``reraise_as``
-turns them into the caller's family (``TargetError``, ``ChaosError``) and keeps that exit code;
-``TargetProblem`` and ``ChaosProblem`` are the families' exit-1 members for what this package
-itself finds wrong with the cluster (a missing Deployment, a missing CRD, a paused rollout).
+``Forbidden``, ...). They are user/environment errors, never bugs: exit code 1, like every
+``AutotuneError``. ``reraise_as`` turns them into the caller's family (``TargetError``,
+``ChaosError``), which exits 1 as well; ``TargetProblem`` and ``ChaosProblem`` are the families'
+members for what this package itself finds wrong with the cluster (a missing Deployment, a
+missing CRD, a paused rollout).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from autotune.errors import AutotuneError, ChaosError, TargetError
 class ApiError(AutotuneError):
     """A request to the API server failed; ``status`` is the HTTP status (None: unreachable)."""
 
-    exit_code = 1
     status: int | None = None
 
     def __init__(self, message: str, status: int | None = None) -> None:
@@ -80,24 +80,19 @@ def api_error(message: str, status: int | None) -> ApiError:
 class TargetProblem(TargetError):
     """The Deployment cannot be used as configured (not found, paused, no container...)."""
 
-    exit_code = 1
-
 
 class ChaosProblem(ChaosError):
     """Chaos Mesh cannot be used here (CRD missing, access denied, webhook denial...)."""
 
-    exit_code = 1
-
 
 @contextmanager
 def reraise_as(family: type[AutotuneError]) -> Iterator[None]:
-    """Report API failures as the caller's error family (TargetError, ChaosError, ...),
-    keeping their exit code (1: the environment, not a bug) and their cause."""
+    """Report API failures as the caller's error family (TargetError, ChaosError, ...), keeping
+    their cause. The exit code needs no carrying over: every family exits 1 (the environment,
+    not a bug) by its type."""
     try:
         yield
     except ApiError as e:
         if isinstance(e, family):
             raise
-        err = family(str(e))
-        err.exit_code = e.exit_code
-        raise err from e
+        raise family(str(e)) from e

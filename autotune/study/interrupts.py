@@ -5,15 +5,23 @@ arrives then is remembered and raised when the undo is complete, so an impatient
 can never leave stress running or a target half-configured. ``shielded(deliver=False)`` keeps it
 pending after the block instead, for ``deliver_pending()`` to raise where an interrupt loses
 nothing (recording a finished trial must not turn it into a failed one).
+
+The CLI installs the handlers for the whole of a command, before anything else: as PID 1 of a
+PID namespace (a container) the process gets only the signals it handles, the others are
+discarded by the kernel, not deferred (pid_namespaces(7)).
 """
 
 from __future__ import annotations
 
+import _thread
+import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 
 class Interrupted(KeyboardInterrupt):
@@ -36,14 +44,41 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if _depth() > 0 or threading.current_thread() is not threading.main_thread():
         _state.pending = name
         return
+    _state.pending = None  # raised now: not once more at the next delivery point
     raise Interrupted(name)
+
+
+def _unraisable_hook(previous: Callable[[sys.UnraisableHookArgs], Any]
+                     ) -> Callable[[sys.UnraisableHookArgs], None]:
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        exc = unraisable.exc_value
+        if not (isinstance(exc, Interrupted) and exc.signame in signal.Signals.__members__):
+            previous(unraisable)
+            return
+        # Raised where Python can only report an exception, never propagate it: in an at-fork
+        # callback while a child process starts (logging's lock release, when stress-ng starts
+        # with a preexec_fn: seen in the kill matrix) or in a __del__. Lost, it would leave the
+        # run going until the SIGKILL after the grace period. So it is pending (raised at the
+        # next delivery point at the latest) and sent again, from another thread: sent from
+        # here, the handler would run in this hook, where it is lost the same way. The main
+        # thread then raises it in ordinary code (or, in a callback again, comes back here).
+        _state.depth = _depth() + 1  # a handler run in this hook only marks it pending
+        try:
+            _state.pending = exc.signame
+            _thread.start_new_thread(os.kill, (os.getpid(), signal.Signals[exc.signame]))
+        finally:
+            _state.depth -= 1
+
+    return hook
 
 
 @contextmanager
 def signals_as_exceptions() -> Iterator[None]:
-    """Install the handlers for the duration of a run; restore the previous ones after."""
+    """Install the handlers for the duration of a command; restore the previous ones after."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook = sys.unraisablehook
     _state.pending = None  # not one held back from an earlier run in this process
+    sys.unraisablehook = _unraisable_hook(previous_hook)
     for s in previous:
         signal.signal(s, _handler)
     try:
@@ -51,6 +86,7 @@ def signals_as_exceptions() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        sys.unraisablehook = previous_hook
 
 
 @contextmanager

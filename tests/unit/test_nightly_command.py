@@ -1,0 +1,160 @@
+"""`autotune nightly`: the CronJob's night in one process (run; on ADOPT the export into the
+promote directory; report; history) and its exit code rule."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autotune import cli
+from autotune.errors import ExitCode, StudyError, TargetError
+
+EXPERIMENT: dict[str, Any] = {
+    "name": "nightly",
+    "target": {"simulated": {"optimum": {"GOMAXPROCS": 2, "gc": 2000},
+                             "unset": {"GOMAXPROCS": 8, "gc": 0},
+                             "noise": 0.02, "state_file": "world.json"}},
+    "parameters": [
+        {"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4, 8, 16]},
+        {"name": "gc", "env": "FORCEGC_INTERVAL_MS", "type": "int",
+         "values": [0, 500, 2000, 10000]},
+    ],
+    "baseline": {"repeats": 2, "params": {"GOMAXPROCS": None, "gc": 0}},
+    "chaos": {"stress": {"workers": 2, "load": 50}},
+    "measure": {"warmup": "20ms", "window": "60ms"},
+    "metrics": {"p99": "surface"},
+    "objective": {"minimize": "p99"},
+    "study": {"trials": 3, "sampler": "tpe", "seed": 5},
+}
+SHORT = ["--plain", "--top", "1", "--repeats", "2", "--extra", "0"]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "api.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    monkeypatch.chdir(tmp_path)
+    for var in ("AUTOTUNE_STORAGE", cli.PROMOTE_DIR_VAR, cli.PROMOTE_FORMAT_VAR):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+def test_a_night_runs_promotes_on_adopt_reports_and_records(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The directory and format as the CronJob passes them: its env.
+    monkeypatch.setenv(cli.PROMOTE_DIR_VAR, str(workdir / "promote"))
+    monkeypatch.setenv(cli.PROMOTE_FORMAT_VAR, "env")
+    assert cli.main(["nightly", "api.yaml", "--fail-on-drift", *SHORT]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: ADOPT" in out, out
+    promoted = workdir / "promote" / "nightly.env"
+    assert f"wrote {promoted}" in out
+    assert "GOMAXPROCS=" in promoted.read_text()
+    results = workdir / "results" / "nightly"
+    assert (results / "report.md").exists() and (results / "nights.json").exists()
+    assert "ADOPT" in out[out.index("night (UTC)"):], "the history table"
+
+
+def test_a_night_without_adopt_promotes_nothing_and_is_no_failure(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = yaml.safe_load((workdir / "api.yaml").read_text())
+    doc["target"]["simulated"]["optimum"] = {"GOMAXPROCS": 8, "gc": 0}  # production is best
+    (workdir / "api.yaml").write_text(yaml.safe_dump(doc))
+    promote = workdir / "promote"
+    code = cli.main(["nightly", "api.yaml", "--no-confirm", "--plain",
+                     "--promote-dir", str(promote), "--promote-format", "json"])
+    assert code == 0
+    assert "promote: nothing exported: the verdict is" in capsys.readouterr().out
+    assert not promote.exists()
+
+
+def test_an_unknown_promote_format_in_the_environment_is_a_usage_error(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(cli.PROMOTE_FORMAT_VAR, "yaml")
+    assert cli.main(["nightly", "api.yaml", "--plain"]) == ExitCode.USAGE
+    assert "$AUTOTUNE_PROMOTE_FORMAT is 'yaml'" in capsys.readouterr().err
+    assert not (workdir / "results").exists(), "nothing ran"
+
+
+# --- the exit code rule, each step replaced -------------------------------------------------
+
+class Steps:
+    """Stand-ins for the night's steps: each returns its code or raises; the calls are kept."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, **outcomes: Any) -> None:
+        self.calls: list[str] = []
+        self.outcomes = outcomes
+        monkeypatch.setattr(cli, "_run", lambda exp, digest, args: self._do("run"))
+        monkeypatch.setattr(cli, "_promote", lambda exp, storage, fmt, d: self._do("promote"))
+        monkeypatch.setattr(cli, "_report_line", lambda exp, storage: self._do("report"))
+        monkeypatch.setattr(cli, "_history", lambda exp, storage, out, as_json: self._do(
+            "history"))
+
+    def _do(self, step: str) -> int:
+        self.calls.append(step)
+        outcome = self.outcomes.get(step, ExitCode.OK)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return int(outcome)
+
+
+@pytest.mark.parametrize(("outcomes", "code", "calls"), [
+    ({}, ExitCode.OK, ["run", "promote", "report", "history"]),
+    ({"run": ExitCode.DRIFT}, ExitCode.DRIFT, ["run", "report", "history"]),
+    ({"run": TargetError("the rollout did not complete")}, ExitCode.CONFIG,
+     ["run", "report", "history"]),
+    ({"run": RuntimeError("a bug")}, ExitCode.INTERNAL, ["run", "report", "history"]),
+    ({"promote": StudyError("database is locked")}, ExitCode.CONFIG,
+     ["run", "promote", "report", "history"]),
+    ({"report": RuntimeError("a bug in a plot")}, ExitCode.INTERNAL,
+     ["run", "promote", "report", "history"]),
+    ({"run": ExitCode.DRIFT, "report": RuntimeError("a bug in a plot")}, ExitCode.DRIFT,
+     ["run", "report", "history"]),
+], ids=["ok", "drift", "target-error", "bug-in-run", "promote-fails", "bug-in-report",
+        "drift-wins"])
+def test_the_nights_exit_code_is_the_runs_else_the_first_failing_steps(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch, outcomes: dict[str, Any],
+        code: ExitCode, calls: list[str]) -> None:
+    steps = Steps(monkeypatch, **outcomes)
+    assert cli.main(["nightly", "api.yaml", "--plain", "--promote-dir", "p"]) == code
+    assert steps.calls == calls
+
+
+def test_no_promote_directory_no_promotion(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = Steps(monkeypatch)
+    assert cli.main(["nightly", "api.yaml", "--plain"]) == 0
+    assert steps.calls == ["run", "report", "history"]
+
+
+# A SIGTERM between the run and the history (the report step here) ends the night at once.
+SIGTERM_IN_REPORT = """
+import os, signal, sys
+from autotune import cli
+
+def report_line(exp, storage):
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("report went on after SIGTERM")
+    return 0
+
+cli._run = lambda exp, digest, args: 0
+cli._report_line = report_line
+cli._history = lambda *args, **kwargs: print("history ran") or 0
+sys.exit(cli.main(["nightly", "api.yaml", "--plain"]))
+"""
+
+
+def test_sigterm_between_the_steps_ends_the_night_with_130(workdir: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", SIGTERM_IN_REPORT], cwd=workdir,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == ExitCode.INTERRUPTED, (done.returncode, done.stderr)
+    assert "report went on" not in done.stdout and "history ran" not in done.stdout
+    assert "interrupted (SIGTERM); stress removed and target restored" in done.stderr
+
