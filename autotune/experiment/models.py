@@ -151,6 +151,19 @@ class LocalTarget(Model):
     load: LoadSpec = Field(default_factory=LoadSpec)
 
 
+# A Kubernetes resource quantity (apimachinery resource.Quantity), e.g. 250m, 1, 1.5, 64Mi, 1G.
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+
+
+class LoadResources(Model):
+    """Requests and limits of the load generator's container (Kubernetes quantities)."""
+
+    cpu_request: str = Field(default="250m", pattern=_QUANTITY)
+    cpu_limit: str = Field(default="1", pattern=_QUANTITY)
+    memory_request: str = Field(default="64Mi", pattern=_QUANTITY)
+    memory_limit: str = Field(default="256Mi", pattern=_QUANTITY)
+
+
 class ClusterLoad(Model):
     """autotune's open-loop load generator as a pod in the target's namespace, sending to a
     Service: every trial gets the same load, and its client-side histogram
@@ -165,6 +178,12 @@ class ClusterLoad(Model):
                                                  "(deploy/Dockerfile builds one)")
     metrics_port: int = Field(default=9100, ge=1, le=65535)
     ready_timeout: Duration = 120.0
+    resources: LoadResources = Field(
+        default_factory=lambda: LoadResources(),
+        description="the generator container's requests and limits (a namespace with a "
+                    "ResourceQuota rejects a pod without them)")
+    image_pull_secrets: tuple[str, ...] = Field(
+        default=(), description="names of Secrets in the namespace to pull the image with")
 
 
 class KubernetesTarget(Model):
@@ -184,6 +203,13 @@ class KubernetesTarget(Model):
     load: ClusterLoad | None = Field(
         default=None, description="run autotune's load generator in the namespace for every "
                                   "measured candidate")
+    allow_external_writers: bool = Field(
+        default=False,
+        description="run even when something besides autotune sets the tuned variables: an "
+                    "envFrom source that may define them (an 'unset' candidate then is not "
+                    "unset) or a GitOps controller that owns the env (Argo CD, Flux: it may "
+                    "revert each candidate). Without it, run and validate --cluster refuse and "
+                    "say why")
 
 
 class SimulatedTarget(Model):
@@ -243,7 +269,15 @@ class Prometheus(Model):
         default=None,
         description="an existing Prometheus; omit for local targets to start a private one",
     )
-    scrape_interval: Duration = Field(default=1.0, description="of the private Prometheus")
+    scrape_interval: Duration = Field(
+        default=1.0,
+        description="how often Prometheus scrapes the service; our private one scrapes at this "
+                    "(default 1s). For an existing server (url) what it reports wins "
+                    "(/api/v1/targets, /api/v1/status/config); where it reports neither (a query "
+                    "front end) a value set here is used, else the spacing of the service's up "
+                    "samples, else autotune refuses to start. The default is never assumed for "
+                    "an existing server",
+    )
     token_env: str | None = Field(default=None, description="env var holding a bearer token")
     token_file: str | None = None
     verify_tls: bool = True

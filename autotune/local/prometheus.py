@@ -11,6 +11,13 @@ next generation's endpoints (fresh ports, so nothing but that generation's proce
 there) while the current one runs: the file holds the current targets plus the announced ones,
 and when the next trial starts its targets are already being scraped (``up == 0`` until its
 processes listen), which makes its first sample arrive within one scrape interval.
+
+An announced target stays in the file until the trial that uses it has started (``set_targets``
+names it), even after the next generation is announced: the next announcement is made when a
+trial starts, before that trial's targets become current, and a file without them, caught by a
+discovery update tick in between, made Prometheus drop them for 5 s, during the warm-up or the
+window (CI: "not every endpoint of the service was scraped successfully ... before the window
+started").
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ class EmbeddedPrometheus:
         self.workdir: Path | None = None
         self.url = ""
         self._current: list[Group] = []
-        self._upcoming: list[Group] = []
+        self._announced: list[list[Group]] = []  # oldest first
 
     @property
     def targets_file(self) -> Path:
@@ -119,23 +126,27 @@ class EmbeddedPrometheus:
 
     def set_targets(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None:
         """Scrape these URLs (job name -> http://host:port/path) with these extra labels,
-        instead of the previous ones (announced targets stay)."""
+        instead of the previous ones. Of the announcements, only the newest stays: the older
+        ones were for this generation (now current) or for one that never started."""
         self._current = self._groups(endpoints, labels)
+        self._announced = self._announced[-1:]
         self._write_targets()
 
     def announce(self, endpoints: Mapping[str, str], labels: Mapping[str, str]) -> None:
         """Scrape these too from now on, ahead of their use: the next generation's endpoints,
-        which nothing answers on until that generation starts. Replaces the previous
-        announcement; the targets stay identical when ``set_targets`` later names them, so
-        Prometheus keeps scraping them without waiting for an update tick."""
-        self._upcoming = self._groups(endpoints, labels)
+        which nothing answers on until that generation starts. The previous announcement stays
+        until ``set_targets`` (its generation is starting, not yet current); the targets stay
+        identical when ``set_targets`` later names them, so Prometheus keeps scraping them
+        without waiting for an update tick."""
+        # Two at most: the generation starting now and the next; an older one never started.
+        self._announced = [*self._announced, self._groups(endpoints, labels)][-2:]
         self._write_targets()
 
     def _write_targets(self) -> None:
         if self.workdir is None:
             return  # written by start()
         groups: list[Group] = []
-        for g in self._current + self._upcoming:
+        for g in [*self._current, *(g for a in self._announced for g in a)]:
             if g not in groups:
                 groups.append(g)
         tmp = self.targets_file.with_suffix(".tmp")

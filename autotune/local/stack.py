@@ -19,7 +19,11 @@ from autotune.local import cgroups, gobuild, proc
 from autotune.local.prometheus import EmbeddedPrometheus
 from autotune.local.service import LocalService
 from autotune.local.stress_ng import StressNgInjector
-from autotune.metrics.prometheus import PrometheusSource
+from autotune.metrics.prometheus import (
+    PrometheusSource,
+    PrometheusUnreachable,
+    configured_interval,
+)
 from autotune.study.trial import Backends
 
 log = logging.getLogger(__name__)
@@ -69,6 +73,14 @@ def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
                           announce=embedded.announce if embedded is not None else None,
                           prepare=embedded.start if embedded is not None else None)
     source = PrometheusSource(exp.prometheus, clock, embedded=embedded,
-                              warmup=exp.measure.warmup)
+                              warmup=exp.measure.warmup, window=exp.measure.window)
+    if embedded is None and configured_interval(exp.prometheus) is None:
+        # An existing server scrapes at its own pace: learn it now, or refuse to start with the
+        # field to set, rather than wait and rate() as if it scraped every second. One that does
+        # not answer yet is asked again at the first trial (observe), as on a cluster.
+        try:
+            source.learn_interval()
+        except PrometheusUnreachable as e:
+            log.warning("%s; asking again at the first trial", e)
     return Backends(target=target,
                     injector=StressNgInjector(registry, clock), source=source)

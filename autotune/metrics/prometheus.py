@@ -13,7 +13,11 @@ no wait overshoots the event it waits for by more than that.
 An external Prometheus scrapes at its own pace (30 s in kube-prometheus-stack, 1 m in the
 prometheus-community chart), not at the 1 s we would like: ``learn_interval`` reads the real
 interval of the targets that scrape the service (``/api/v1/targets``), or the global one
-(``/api/v1/status/config``), and every wait and the "window >= 4 intervals" rule use it. Before
+(``/api/v1/status/config``), and every wait and the "window >= 4 intervals" rule use it. Query
+front ends (Thanos Query, Mimir, managed Prometheus services) serve neither endpoint: then a
+``prometheus.scrape_interval`` the user set is used as given, else the interval is inferred from
+the spacing of the service's ``up`` samples, else autotune refuses to start and names the field
+to set. The private Prometheus's 1 s is never assumed for a server we did not configure. Before
 a window starts, every pod of the candidate must have been scraped successfully
 (``up{pod=...} == 1``), or the window's first intervals would be missing.
 """
@@ -21,10 +25,12 @@ a window starts, every pod of the candidate must have been scraped successfully
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import math
 import os
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,10 +51,24 @@ from autotune.metrics.base import Reading, ScrapeManager, Unavailable
 
 log = logging.getLogger(__name__)
 
+SAMPLES_SPAN = 300.0
+"""Seconds of ``up`` samples the interval is inferred from: five scrapes at 1 m, the longest
+interval of the common charts."""
+SAMPLES_STEP = 1.0
+"""The range query's step: a sample is seen as long as scrapes are at least this far apart
+(every step returns the newest sample's timestamp); a shorter interval is measured again with
+``FINE_STEP`` over ``FINE_SPAN``."""
+FINE_SPAN, FINE_STEP = 20.0, 0.05
+
 RETRY_PAUSE = 0.1
 """Before the one retry of a failed read, with our private Prometheus (whose ingestion the
 ``up`` timestamps prove); an external one gets a full scrape interval (it may sit behind a
 remote-write or federation path that lags)."""
+
+
+class PrometheusUnreachable(MetricsError):
+    """Prometheus did not answer at all (connection refused, no such host, a timeout, a gateway
+    that has no backend): nothing about it, its scrape interval included, can be known now."""
 
 
 def _auth_headers(config: Prometheus) -> dict[str, str]:
@@ -127,6 +147,39 @@ def interval_of_targets(targets: Sequence[Mapping[str, Any]],
     return seconds, f"scrape pool {pool!r} ({len(found)} target(s) of the service)"
 
 
+def configured_interval(config: Prometheus) -> float | None:
+    """``prometheus.scrape_interval`` when the experiment sets it, else None: the field's default
+    is our private Prometheus's interval and says nothing about a server we did not configure."""
+    if "scrape_interval" not in config.model_fields_set:
+        return None
+    return config.scrape_interval
+
+
+def spacing(result: Any) -> tuple[float, int] | None:
+    """From a range query of ``timestamp(up{...})``: the longest, over the series, of the median
+    gap between successive distinct sample timestamps, and how many series had a gap; None when
+    no series has two samples. The median, so that one missed scrape does not double it; the
+    longest series, like ``interval_of_targets``, because every wait must cover the slowest."""
+    medians: list[float] = []
+    for series in result if isinstance(result, list) else ():
+        try:
+            stamps = sorted({float(v) for _, v in series.get("values", [])})
+        except (TypeError, ValueError):
+            continue
+        gaps = [b - a for a, b in itertools.pairwise(stamps)]
+        if gaps:
+            medians.append(statistics.median(gaps))
+    if not medians:
+        return None
+    seconds = max(medians)
+    # A scrape's timestamp is when its tick fired, late by milliseconds on a busy server: an
+    # interval within 50 ms of whole seconds is that many (4 x 15.001 s is not a 60 s window).
+    whole = round(seconds)
+    if whole >= 1 and abs(seconds - whole) <= 0.05:
+        seconds = float(whole)
+    return round(seconds, 3), len(medians)
+
+
 def global_interval(config_yaml: str) -> float:
     """``global.scrape_interval`` of a Prometheus configuration (Prometheus' default: 1m)."""
     config = yaml.safe_load(config_yaml) or {}
@@ -142,56 +195,155 @@ class PrometheusSource:
     private Prometheus scrapes every target of the candidate (an announced target already is),
     instead of waiting for the first *successful* scrape; ``read()`` then checks that every
     target was up before the window started, and fails the read with the reason if not.
+
+    ``window``: the trial's window. An external Prometheus whose interval is still unknown at
+    ``observe()`` (it did not answer when the run started) is asked then, and a window shorter
+    than four of its intervals fails the trial with the reason.
     """
 
     def __init__(self, config: Prometheus, clock: Clock, *,
-                 embedded: ScrapeManager | None = None, warmup: float = 0.0) -> None:
+                 embedded: ScrapeManager | None = None, warmup: float = 0.0,
+                 window: float | None = None) -> None:
         if config.url is None and embedded is None:
             raise MetricsError("prometheus.url: required (no private Prometheus for this target)")
         self.config, self.clock, self.embedded = config, clock, embedded
-        self.warmup = warmup
+        self.warmup, self.window = warmup, window
         self._client: PrometheusConnect | None = None
         self._session: requests.Session | None = None
         self._learned: float | None = None
-        self.interval_source = "prometheus.scrape_interval (configured)"
+        # What this experiment says (our private Prometheus: what we configured it with), never
+        # the field's default for a server we did not configure.
+        self._configured = (embedded.scrape_interval if embedded is not None
+                            else configured_interval(config))
+        self.interval_source = ("prometheus.scrape_interval (configured)"
+                                if self._configured is not None else "unknown")
 
     @property
     def scrape_interval(self) -> float:
         if self._learned is not None:
             return self._learned
-        return self.config.scrape_interval
+        if self._configured is None:
+            raise MetricsError("the scrape interval of Prometheus is not known: it was not "
+                               "learned from the server, and prometheus.scrape_interval is "
+                               "not set")
+        return self._configured
 
-    def learn_interval(self, scope: Sequence[Matcher] = ()) -> float:
-        """Read the scrape interval an external Prometheus really uses for ``scope`` (the
-        targets' ``scrapeInterval``, else the global one) and use it from now on.
+    def learn_interval(self, scope: Sequence[Matcher] = (),
+                       wider: Sequence[Matcher] | None = None) -> float:
+        """Find the scrape interval an external Prometheus really uses for ``scope`` and use it
+        from now on: the targets' ``scrapeInterval``, else the global one. Where the server
+        serves neither endpoint (a query front end), the ``prometheus.scrape_interval`` the
+        experiment sets, else the spacing of the ``up`` samples of ``scope``, or of ``wider``
+        when ``scope`` has none yet (new pods; by default the scope's exact matchers, e.g. the
+        namespace, whose pods the same discovery scrapes).
 
-        Raises ``MetricsError`` when neither can be read: guessing would make every wait and
-        every ``rate()`` wrong on a server that scrapes every 30 s or 1 m.
+        Raises ``MetricsError`` naming prometheus.scrape_interval when none of these says:
+        guessing would make every wait and every ``rate()`` wrong on a server that scrapes
+        every 30 s or 1 m; ``PrometheusUnreachable`` when the server did not answer at all.
         """
         if self.embedded is not None:
             return self.scrape_interval
-        client = self.client()
-        try:
-            targets = client.get_targets(state="active")
-            found = interval_of_targets(targets.get("activeTargets", []), scope) if scope else None
+        found, unserved, reached = self._server_interval(scope)
+        if found is None and self._configured is not None:
+            # Set by the user for a server that cannot tell: a fact, not a guess to check. An
+            # unreachable server is worth a warning: every trial will fail until it answers.
+            log.log(logging.INFO if reached else logging.WARNING,
+                    "Prometheus does not say how often it scrapes (%s); using "
+                    "prometheus.scrape_interval = %s", unserved,
+                    format_duration(self._configured))
+            return self._configured
+        if found is None and not reached:
+            raise PrometheusUnreachable(f"cannot ask Prometheus how often it scrapes ({unserved})")
+        if found is None:
+            found, uninferred = self._inferred_interval(scope, wider)
             if found is None:
-                assert self._session is not None
-                response = self._session.get(f"{client.url}/api/v1/status/config",
-                                             headers=client.headers,
-                                             timeout=self.config.timeout)
-                response.raise_for_status()
-                seconds = global_interval(response.json()["data"]["yaml"])
-                where = "the global scrape_interval (/api/v1/status/config)"
-                if scope:
-                    where += "; no active target matches the service's pods yet"
-                found = seconds, where
-        except (PrometheusApiClientException, requests.RequestException, KeyError, ValueError,
-                TypeError, yaml.YAMLError) as e:
-            raise MetricsError(f"cannot read the scrape interval from Prometheus "
-                               f"({type(e).__name__}: {str(e)[:200]})") from None
-        self._learned, self.interval_source = found[0], found[1]
+                raise MetricsError(
+                    f"prometheus.scrape_interval: not set, and Prometheus does not say how "
+                    f"often it scrapes the service ({unserved}) nor can it be inferred "
+                    f"({uninferred}); set it to the interval at which the service is scraped")
+        self._learned, self.interval_source = found
         log.info("Prometheus scrapes every %s: %s", format_duration(found[0]), found[1])
         return found[0]
+
+    def _server_interval(self, scope: Sequence[Matcher]
+                         ) -> tuple[tuple[float, str] | None, str, bool]:
+        """The interval the server itself reports for ``scope`` (its targets, else its global
+        configuration), or None and why not; and whether the server answered at all."""
+        client = self.client()
+        unserved: list[str] = []
+        reached = False
+        errors = (PrometheusApiClientException, requests.RequestException, KeyError, ValueError,
+                  TypeError, AttributeError, yaml.YAMLError)
+
+        def failed(endpoint: str, e: Exception) -> None:
+            nonlocal reached
+            transport = isinstance(e, requests.RequestException) and not isinstance(
+                e, requests.HTTPError)
+            reached = reached or not transport
+            unserved.append(f"{endpoint}: {type(e).__name__}: {str(e)[:200]}")
+
+        try:
+            targets = client.get_targets(state="active")
+            reached = True
+            found = interval_of_targets(targets.get("activeTargets", []), scope) if scope else None
+            if found is not None:
+                return found, "", True
+        except errors as e:
+            failed("/api/v1/targets", e)
+        try:
+            assert self._session is not None
+            response = self._session.get(f"{client.url}/api/v1/status/config",
+                                         headers=client.headers, timeout=self.config.timeout)
+            response.raise_for_status()
+            seconds = global_interval(response.json()["data"]["yaml"])
+        except errors as e:
+            failed("/api/v1/status/config", e)
+            return None, "; ".join(unserved), reached
+        where = "the global scrape_interval (/api/v1/status/config)"
+        if scope:
+            where += "; no active target matches the service's pods yet"
+        return (seconds, where), "", True
+
+    def _inferred_interval(self, scope: Sequence[Matcher], wider: Sequence[Matcher] | None
+                           ) -> tuple[tuple[float, str] | None, str]:
+        """The spacing of the ``up`` samples of ``scope``, else of ``wider``: PromQL alone, so
+        any front end answers it. None, and why, when neither has two samples yet."""
+        wide = tuple(m for m in scope if not m.regex) if wider is None else tuple(wider)
+        scopes = [s for s in dict.fromkeys((tuple(scope), wide)) if s]
+        if not scopes:
+            return None, "no running pod of the service to select its up series by"
+        tried = []
+        for selected in scopes:
+            query = f"timestamp(up{{{promql.render_selector(selected)}}})"
+            found = self._spacing(query, SAMPLES_SPAN, SAMPLES_STEP)
+            if isinstance(found, Unavailable):
+                return None, found.reason
+            if found is not None and found[0] < 2 * SAMPLES_STEP:
+                finer = self._spacing(query, FINE_SPAN, FINE_STEP)
+                found = finer if isinstance(finer, tuple) else found
+            if found is not None:
+                seconds, series = found
+                return (seconds, f"inferred from the spacing of {query}'s samples ({series} "
+                                 f"series, last {format_duration(SAMPLES_SPAN)}); the server "
+                                 "reports no scrape interval"), ""
+            tried.append(query)
+        return None, (f"no series of {' or '.join(tried)} has two samples in the last "
+                      f"{format_duration(SAMPLES_SPAN)}")
+
+    def _spacing(self, query: str, span: float,
+                 step: float) -> tuple[float, int] | Unavailable | None:
+        end = self.clock.now()
+        start = end - span
+        try:
+            result = self.client().custom_query_range(
+                query, start_time=dt.datetime.fromtimestamp(start, dt.UTC),
+                end_time=dt.datetime.fromtimestamp(end, dt.UTC), step=f"{step:g}",
+                params={"start": f"{start:.3f}", "end": f"{end:.3f}"})
+        except PrometheusApiClientException as e:
+            return Unavailable(f"query rejected: {str(e)[:300]}")
+        except requests.RequestException as e:
+            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {e}")
+        return spacing(result)
 
     def go_versions(self, scope: Sequence[Matcher]) -> list[str]:
         """The Go versions the service's pods report (client_golang's ``go_info``); empty when
@@ -266,6 +418,7 @@ class PrometheusSource:
 
     def observe(self, live: Live) -> None:
         if self.embedded is None:
+            self._ensure_interval(live)
             self._await_pods_up(live)
             return
         self.client()
@@ -290,6 +443,15 @@ class PrometheusSource:
         seen = down if isinstance(down, Unavailable) else reading
         raise MetricsError(f"Prometheus is not scraping every endpoint of the service "
                            f"({dict(live.endpoints)}) after {timeout:g}s: {seen}")
+
+    def _ensure_interval(self, live: Live) -> None:
+        """Learn the interval now if Prometheus did not answer when the run started (never
+        assume one), and hold the window to it."""
+        if self._learned is None and self._configured is None:
+            self.learn_interval(live.scope)
+        problem = self.check_window(self.window) if self.window is not None else None
+        if problem is not None:
+            raise MetricsError(problem)
 
     def _await_pods_up(self, live: Live) -> None:
         """An external Prometheus discovers new pods by itself (service discovery, then the next

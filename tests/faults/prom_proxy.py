@@ -18,6 +18,10 @@ The proxy's modes, each what a real deployment produces somewhere:
 
 ``match``: a fault applies only to queries containing this text (e.g. the metric name), so the
 source's own bookkeeping queries (``timestamp(up{...})``) still pass; ``None``: every request.
+
+``hidden``: API paths answered ``404`` whatever the mode, as a query front end answers the
+endpoints it does not serve (Thanos Query, Mimir, the managed services have no
+``/api/v1/status/config``, most no ``/api/v1/targets``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from autotune.local.ports import free_port
 
 MODES = ("pass", "down", "slow", "5xx", "nan", "empty", "several", "stale")
 UNAVAILABLE_BODY = b"503 Service Unavailable: no healthy upstream (injected by prom_proxy)"
+NOT_FOUND_BODY = b"404 page not found"
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,10 @@ class PromProxy:
     """``with PromProxy(upstream) as proxy: proxy.set("nan", match="my_metric")``."""
 
     def __init__(self, upstream: str, *, slow_seconds: float = 5.0,
-                 stale_seconds: float = 30.0) -> None:
+                 stale_seconds: float = 30.0, hidden: Sequence[str] = ()) -> None:
         self.upstream = upstream.rstrip("/")
         self.slow_seconds, self.stale_seconds = slow_seconds, stale_seconds
+        self.hidden = frozenset(hidden)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.mode: str = "pass"
@@ -181,9 +187,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         if body and "form-urlencoded" in (self.headers.get("Content-Type") or ""):
             params.update(parse_qsl(body.decode(), keep_blank_values=True))
-        fault = proxy._applies(params)
+        fault = "hidden" if url.path in proxy.hidden else proxy._applies(params)
         proxy._record(Seen(self.command, url.path, params, self.headers.get("Authorization"),
                            fault))
+        if fault == "hidden":
+            return self._send(404, NOT_FOUND_BODY, "text/plain")
         if fault == "5xx":
             return self._send(503, UNAVAILABLE_BODY, "text/plain")
         if fault == "slow":
@@ -304,18 +312,24 @@ class Exporter:
 
 class PrometheusProcess:
     """The real Prometheus binary scraping ``targets`` (job name -> host:port) every
-    ``interval`` seconds, on 127.0.0.1 with a throwaway TSDB in ``workdir``."""
+    ``interval`` seconds, on 127.0.0.1 with a throwaway TSDB in ``workdir``; returns once every
+    target has ``interval``-spaced history. ``scrape_configs``, if given, replaces the jobs made
+    from ``targets`` (e.g. jobs with their own intervals and target labels), and the caller waits
+    for whatever history it needs."""
 
-    def __init__(self, workdir: Path, targets: dict[str, str], interval: float = 0.2) -> None:
+    def __init__(self, workdir: Path, targets: dict[str, str], interval: float = 0.2, *,
+                 scrape_configs: Sequence[dict[str, Any]] | None = None) -> None:
         self.workdir, self.interval = workdir, interval
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         every = f"{round(interval * 1000)}ms"
+        jobs = ([{"job_name": job, "static_configs": [{"targets": [address]}]}
+                 for job, address in targets.items()] if scrape_configs is None
+                else list(scrape_configs))
         config = {
             "global": {"scrape_interval": every, "scrape_timeout": every,
                        "evaluation_interval": every},
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [address]}]}
-                               for job, address in targets.items()],
+            "scrape_configs": jobs,
         }
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "prometheus.yml").write_text(json.dumps(config))
@@ -326,10 +340,26 @@ class PrometheusProcess:
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
             role="test-prometheus", log_path=workdir / "prometheus.log")
         try:
-            self._await_scrapes(len(targets))
+            if scrape_configs is None:
+                self._await_scrapes(len(targets))
+            else:
+                self._await_ready()
         except BaseException:
             self.stop()
             raise
+
+    def _await_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.process.running():
+                raise RuntimeError(f"prometheus exited: {self.process.tail()}")
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"prometheus not ready within {timeout:g}s")
 
     def _await_scrapes(self, wanted: int, history: float = 2.0, timeout: float = 30.0) -> None:
         """Until every target has ``history`` seconds of samples (rates over windows that
