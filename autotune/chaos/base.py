@@ -6,7 +6,9 @@ Contract (checked by tests/contract/test_injector_contract.py for every implemen
   runs; if it cannot verify that, it removes whatever it created and raises ``ChaosError``.
   ``duration`` is a dead-man switch: the stress ends by itself after it even if we die.
 - ``recover(injection)`` removes the stress and returns only once it is verified gone; raises
-  ``ChaosError`` (saying what to check) if that cannot be confirmed. Idempotent.
+  ``ChaosError`` (saying what to check) if that cannot be confirmed, or, once it is gone, if the
+  stress did not last until now (removed or stopped by someone else: the window it was to
+  stress is not valid). Idempotent.
 - ``active()`` lists the injections of ours that are in place now (empty after recover).
 - ``cleanup()`` removes every injection of ours left by a dead run and says what it removed.
 """

@@ -46,6 +46,7 @@ from autotune.kubernetes.objects import (
     Selection,
     name_of,
 )
+from autotune.kubernetes.writers import FIELD_MANAGER
 
 log = logging.getLogger(__name__)
 
@@ -205,9 +206,10 @@ class Kube:
             return None
 
     def pod_log(self, namespace: str, pod: str, container: str, since_seconds: int,
-                limit_bytes: int = 8 << 20) -> str:
+                limit_bytes: int = 8 << 20) -> tuple[str, bool]:
         """The container's log of the last ``since_seconds``, every line prefixed by the
-        kubelet's timestamp (``timestamps=true``); at most ``limit_bytes``."""
+        kubelet's timestamp (``timestamps=true``), and whether it was cut at ``limit_bytes``
+        (the kubelet counts them from ``sinceSeconds`` on, so a cut loses the *end*)."""
         what = f'the log of container "{container}" of pod "{pod}" in namespace "{namespace}"'
         response = self._request(
             "get", "GET", POD_LOGS, what, _path(PODS, namespace, pod) + "/log",
@@ -215,9 +217,10 @@ class Kube:
                    "sinceSeconds": str(max(1, since_seconds)), "limitBytes": str(limit_bytes)},
             accept="*/*")  # the log is text/plain, as the generated client asks
         try:
-            return bytes(response.data or b"").decode(errors="replace")
+            data = bytes(response.data or b"")
         finally:
             response.release_conn()
+        return data.decode(errors="replace"), len(data) >= limit_bytes
 
     def proxy_get(self, namespace: str, pod: str, port: int, path: str,
                   timeout: float) -> Any:
@@ -265,7 +268,7 @@ class Kube:
         what = f'{kind.resource} "{name}" in namespace "{namespace}"'
         return self._json("patch", "PATCH", kind, what, _path(kind, namespace, name),
                           query={"dryRun": "All" if dry_run else None,
-                                 "fieldValidation": "Strict"},
+                                 "fieldValidation": "Strict", "fieldManager": FIELD_MANAGER},
                           body=patch, content_type=STRATEGIC_MERGE_PATCH)
 
     def create(self, kind: Kind, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
@@ -273,14 +276,16 @@ class Kube:
         what = f'{kind.resource} "{name_of(body)}" in namespace "{namespace}"'
         return self._json("create", "POST", kind, what, _path(kind, namespace),
                           query={"dryRun": "All" if dry_run else None,
-                                 "fieldValidation": "Strict"}, body=body)
+                                 "fieldValidation": "Strict", "fieldManager": FIELD_MANAGER},
+                          body=body)
 
     def replace(self, kind: Kind, namespace: str, name: str, body: Obj) -> Obj:
         """Update (PUT) an object; its ``metadata.resourceVersion`` is a precondition: another
         writer's change in between is ``Conflict``."""
         what = f'{kind.resource} "{name}" in namespace "{namespace}"'
         return self._json("update", "PUT", kind, what, _path(kind, namespace, name),
-                          query={"fieldValidation": "Strict"}, body=body)
+                          query={"fieldValidation": "Strict", "fieldManager": FIELD_MANAGER},
+                          body=body)
 
     def delete(self, kind: Kind, namespace: str, name: str) -> bool:
         """Ask for deletion of an object; False if it was already gone."""

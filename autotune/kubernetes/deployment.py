@@ -22,7 +22,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,14 @@ from autotune.clock import Clock
 from autotune.errors import TargetError
 from autotune.experiment import models
 from autotune.insight import podlog, schedtrace
+from autotune.kubernetes import writers
 from autotune.kubernetes.client import Kube
 from autotune.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
 from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.loadgen import LoadGenerator
 from autotune.kubernetes.objects import (
     AUTOSCALERS,
+    CONFIGMAPS,
     DEPLOYMENTS,
     NODES,
     ORIGINAL_ENV_ANNOTATION,
@@ -55,12 +57,13 @@ from autotune.kubernetes.rollout import (
     ReplicaSetRef,
     controller_of,
     is_active,
+    measured_pods,
     new_replicaset,
     owned_by,
-    pods_state,
     rollout_pods,
     rollout_state,
     stale_condition,
+    terminating_pods,
 )
 from autotune.live import Live, Matcher, Window
 from autotune.targets.base import Env, NoiseProbe
@@ -79,10 +82,13 @@ def any_of(values: Sequence[str]) -> str:
 
 class StressGuard:
     """Shared by the target and the injector of one run: once a stress could not be confirmed
-    gone, the target refuses to apply another candidate (the pods may still be stressed)."""
+    gone, the target refuses to apply another candidate (the pods may still be stressed); and
+    the injector cleans up other runs' StressChaos only while this run holds the run Lease
+    (``owns``), so a run that was refused never removes the stress of the run that holds it."""
 
     def __init__(self) -> None:
         self.stuck: Exception | None = None
+        self.owns: Callable[[], bool] = lambda: True
 
     def check(self) -> None:
         if self.stuck is not None:
@@ -279,9 +285,13 @@ class KubernetesTarget:
         self.guard = guard or StressGuard()
         self.lease = lease
         """Held from the first change to the Deployment until it is restored."""
+        if lease is not None:
+            self.guard.owns = lambda: lease.held
         self.facts: dict[str, Any] = {}
         """Learnt elsewhere (the Go version the pods report to Prometheus), for describe()."""
         self._original: Original | None = None
+        self._terminating: list[str] = []
+        """Old pods still terminating when the last rollout completed (not measured)."""
 
     @property
     def where(self) -> str:
@@ -416,6 +426,7 @@ class KubernetesTarget:
 
     def check(self, live: Live) -> Mapping[str, Any]:
         placement = _placement(live)
+        self._check_env(live)
         if live.load_pods and self.load is not None:
             problem = self.load.alive()
             if problem is not None:
@@ -446,6 +457,27 @@ class KubernetesTarget:
         log.warning("%s scaled up during the window (new pods %s): measured per pod, over the "
                     "pods present when the window started", self.where, ", ".join(added))
         return {"scaled_up": added, "measured_pods": sorted(before)}
+
+    def _check_env(self, live: Live) -> None:
+        """The Deployment still declares the candidate's env: another writer (a GitOps
+        controller, a person) that changed it during the window changed the pods too, or is
+        about to: the window is discarded, naming the writer from managedFields."""
+        with reraise_as(TargetError):
+            dep = self._deployment()
+        declared = env_entries(find_container(dep, self.spec.container))
+        wrong = [f"{v}={_shown(declared.get(v)) or 'unset'} (want {value or 'unset'})"
+                 for v, value in live.env.items()
+                 if (declared.get(v) is None) != (value is None)
+                 or (value is not None and _value(declared.get(v)) != value)]
+        if not wrong:
+            return
+        who = writers.changed_by(dep, self.spec.container)
+        by = f" by {', '.join(who)}" if who else ""
+        raise TargetError(
+            f"the env of {self.where} was changed{by} during the measurement "
+            f"({'; '.join(wrong)}): the window is discarded. A GitOps controller (Argo CD "
+            "self-heal, Flux) reverts candidates: pause its sync for the study "
+            "(target.kubernetes.allow_external_writers only lets the run start)")
 
     def restore(self, best: Env | None = None) -> None:
         """Put the original env back, unless ``on_finish`` says to leave the last candidate or
@@ -490,9 +522,10 @@ class KubernetesTarget:
     def cleanup(self) -> list[str]:
         """Restore the Deployment if a run that did not finish left its original env on it.
         Takes the run Lease first: a run that is still alive is not "unfinished"."""
-        done = self.load.cleanup() if self.load is not None else []
         with reraise_as(TargetError):
             self._hold()
+        done = self.load.cleanup() if self.load is not None else []
+        with reraise_as(TargetError):
             dep = self._deployment()
             original = Original.of(dep)
             if original is None:
@@ -528,19 +561,23 @@ class KubernetesTarget:
         traces: dict[str, schedtrace.Trace] = {}
         for name in names:
             try:
-                text = self.kube.pod_log(self.spec.namespace, name, self.spec.container, since)
+                text, cut = self.kube.pod_log(self.spec.namespace, name, self.spec.container,
+                                              since)
             except Forbidden as e:
                 return f"{e} (apply deploy/rbac-schedtrace.yaml)"
             except ApiError as e:
                 return f"reading the log of pod {name}: {e}"
-            found = podlog.trace_in_window(text, window.start, window.end)
+            found = podlog.trace_in_window(text, window.start, window.end, truncated=cut)
             if isinstance(found, str):
                 return f"pod {name}: {found}"
             traces[name] = found
         worst = max(traces, key=lambda n: _runnable_p999(traces[n]))
         source = (f"pod {worst}" if len(traces) == 1 else
                   f"pod {worst}, the most runnable goroutines of {len(traces)} pods")
-        return replace(traces[worst], source=source)
+        # The busiest pod of complete traces only: another pod's missing part may hold more.
+        incomplete = "; ".join(f"pod {n}: {t.incomplete}" for n, t in sorted(traces.items())
+                               if t.incomplete)
+        return replace(traces[worst], source=source, incomplete=incomplete)
 
     def _hold(self) -> None:
         if self.lease is not None:
@@ -550,7 +587,29 @@ class KubernetesTarget:
         if self.lease is not None:
             self.lease.release()
 
-    # --- for validation -----------------------------------------------------------------
+    # --- for validation and the start of a run -----------------------------------------
+
+    def external_writers(self, unset: Sequence[str]) -> tuple[list[str], list[str]]:
+        """(problems, warnings): what besides autotune sets the tuned variables. ``unset``: the
+        variables the study leaves unset (the baseline), which an envFrom source must not set;
+        a GitOps controller that owns the env is a problem for every variable (writers.py)."""
+        with reraise_as(TargetError):
+            dep = self._deployment()
+            container = find_container(dep, self.spec.container)
+            problems = writers.env_from_problems(container, list(unset), self._configmap_keys)
+        found, warnings = writers.writer_problems(dep, self.spec.container)
+        return [f"{self.where}: {p}" for p in problems + found], [
+            f"{self.where}: {w}" for w in warnings]
+
+    def _configmap_keys(self, name: str) -> list[str] | str | None:
+        try:
+            cm = self.kube.get(CONFIGMAPS, self.spec.namespace, name)
+        except Forbidden:
+            return "not allowed to get configmaps: see deploy/rbac.yaml"
+        if cm is None:
+            return None
+        return sorted({*(cm.get("data") or {}), *(cm.get("binaryData") or {})})
+
 
     def dry_run(self, env: Env) -> None:
         """Let the API server (and its admission webhooks) judge the patch that applies ``env``
@@ -688,7 +747,10 @@ class KubernetesTarget:
         return "re-applied the original env (its rollout continues in the background)"
 
     def _await_rollout(self, dep: Obj, timeout: float) -> tuple[ReplicaSetRef, dict[str, Obj]]:
-        """Wait for the rollout of ``dep``'s generation and for the new ReplicaSet's pods."""
+        """Wait for the rollout of ``dep``'s generation as ``kubectl rollout status`` does (the
+        Deployment's counters: rollout.py), then take the Ready pods of the new ReplicaSet:
+        those a window measures. Old pods still terminating and a replica count an autoscaler
+        moved meanwhile do not hold it up (they are recorded with the candidate)."""
         generation = int(dep.get("metadata", {}).get("generation", 0))
         replicas = int(dep.get("spec", {}).get("replicas", 1))
         if replicas < 1:
@@ -706,32 +768,30 @@ class KubernetesTarget:
             waiting[0] = reason or ""
             return current if reason is None else None
 
-        done = self.kube.wait(one(DEPLOYMENTS, self.spec.namespace, self.spec.deployment),
-                              rolled_out, timeout)
-        if done is None:
-            raise TargetError(f"the rollout of {self.where} did not complete within "
-                              f"{timeout:g}s ({waiting[0]})")
-
-        replicas = int(done.get("spec", {}).get("replicas", 1))  # an autoscaler may have moved it
-        replicasets = self._replicasets(done)
-        new = new_replicaset(done, replicasets)
-        if new is None:
-            raise TargetError(f"the rollout of {self.where} completed but no ReplicaSet has "
-                              "its pod template")
-        old = [str(rs["metadata"]["name"]) for rs in replicasets
-               if rs["metadata"]["name"] != new.name]
-
-        def settled(state: dict[str, Obj]) -> dict[str, Obj] | None:
-            reason = pods_state(state, replicas, new, old)
-            waiting[0] = reason or ""
-            return rollout_pods(state, new) if reason is None else None
-
-        remaining = max(0.0, deadline - self.clock.monotonic())
-        pods = self.kube.wait(self._pods(self._selector(done)), settled, remaining)
-        if pods is None:
-            raise TargetError(f"the rollout of {self.where} did not complete within "
-                              f"{timeout:g}s ({waiting[0]})")
-        return new, pods
+        while True:
+            remaining = max(0.0, deadline - self.clock.monotonic())
+            done = self.kube.wait(one(DEPLOYMENTS, self.spec.namespace, self.spec.deployment),
+                                  rolled_out, remaining)
+            if done is None:
+                break
+            new = new_replicaset(done, self._replicasets(done))
+            if new is None:
+                raise TargetError(f"the rollout of {self.where} completed but no ReplicaSet "
+                                  "has its pod template")
+            items, _ = self.kube.list(self._pods(self._selector(done)))
+            state = {str(p["metadata"]["name"]): p for p in items}
+            pods = measured_pods(state, new)
+            if pods:
+                self._terminating = terminating_pods(state, new)
+                return new, pods
+            # The counters said available but no pod is Ready now (one just failed its
+            # probe): look again shortly, within the same deadline.
+            waiting[0] = f"no Ready pod of ReplicaSet {new.name}"
+            if self.clock.monotonic() >= deadline:
+                break
+            self.clock.sleep(min(1.0, max(0.0, deadline - self.clock.monotonic())))
+        raise TargetError(f"the rollout of {self.where} did not complete within "
+                          f"{timeout:g}s ({waiting[0]})")
 
     def _verify_env(self, pods: Mapping[str, Obj], env: Env) -> None:
         wrong = []
@@ -775,6 +835,8 @@ class KubernetesTarget:
             details={"namespace": self.spec.namespace, "deployment": self.spec.deployment,
                      "container": self.spec.container, "replicaset": new.name,
                      "generation": int(dep.get("metadata", {}).get("generation", 0)),
+                     "replicas": int(dep.get("spec", {}).get("replicas", 1)),
+                     "terminating_pods": list(self._terminating),
                      "cpu_limit": _str_or_none(cpu_limit),
                      "gomaxprocs_default": gomaxprocs_note(cpu_limit, env.get("GOMAXPROCS")),
                      "pods": details_pods},

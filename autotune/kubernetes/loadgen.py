@@ -70,7 +70,11 @@ def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
             "activeDeadlineSeconds": limit + DEADLINE_MARGIN,
             "terminationGracePeriodSeconds": 5,
             "automountServiceAccountToken": False,
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+            # Pod Security "restricted" (pod-security-admission policy/check_*.go): non-root,
+            # a seccomp profile, no privilege escalation, every capability dropped.
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                "runAsGroup": 10001,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": CONTAINER,
                 "image": spec.image,
@@ -84,9 +88,17 @@ def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
                 "securityContext": {"allowPrivilegeEscalation": False,
                                     "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}},
+                # A namespace with a ResourceQuota rejects a pod without them ("must specify").
+                "resources": {
+                    "requests": {"cpu": spec.resources.cpu_request,
+                                 "memory": spec.resources.memory_request},
+                    "limits": {"cpu": spec.resources.cpu_limit,
+                               "memory": spec.resources.memory_limit}},
             }],
         },
     }
+    if spec.image_pull_secrets:
+        pod["spec"]["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
     if avoid:
         pod["spec"]["affinity"] = {"podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{

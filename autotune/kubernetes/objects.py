@@ -43,6 +43,7 @@ PODS = Kind("", "v1", "pods", "Pod")
 POD_LOGS = Kind("", "v1", "pods/log", "Pod")  # a subresource: RBAC names it "pods/log"
 POD_PROXY = Kind("", "v1", "pods/proxy", "Pod")
 EVENTS = Kind("", "v1", "events", "Event")
+CONFIGMAPS = Kind("", "v1", "configmaps", "ConfigMap")
 AUTOSCALERS = Kind("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 NODES = Kind("", "v1", "nodes", "Node")
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from autotune.kubernetes.objects import (
     ACCESS_REVIEWS,
     AUTOSCALERS,
+    CONFIGMAPS,
     DEPLOYMENTS,
     EVENTS,
     LEASES,
@@ -40,14 +41,15 @@ NEEDED: tuple[Permission, ...] = (
     Permission("watch", DEPLOYMENTS, "Kube.wait for the rollout"),
     Permission("patch", DEPLOYMENTS, "env patch, restore, the original-env annotation"),
     Permission("list", REPLICASETS, "KubernetesTarget._replicasets: the rollout's new one"),
-    Permission("list", PODS, "Kube.wait for the new pods, KubernetesTarget.check"),
-    Permission("watch", PODS, "Kube.wait for the new pods"),
+    Permission("list", PODS, "KubernetesTarget: the new ReplicaSet's Ready pods, check"),
     Permission("get", LEASES, "RunLease.acquire/release: is another run tuning the Deployment"),
     Permission("create", LEASES, "RunLease.acquire: the first run takes the Lease"),
     Permission("update", LEASES, "RunLease.acquire: renew on every trial, take over an expired"),
     Permission("delete", LEASES, "RunLease.release: the Deployment is restored"),
     Permission("list", AUTOSCALERS, "KubernetesTarget.autoscaler: an HPA scaling the Deployment"),
     Permission("list", EVENTS, "ChaosMeshInjector._warnings: Chaos Mesh's Failed events"),
+    Permission("get", CONFIGMAPS, "KubernetesTarget.external_writers: does an envFrom "
+               "ConfigMap set a tuned variable"),
     Permission("create", STRESSCHAOS, "ChaosMeshInjector.inject and dry_run"),
     Permission("get", STRESSCHAOS, "ChaosMeshInjector._is_ours after a retried create (409)"),
     Permission("list", STRESSCHAOS, "Kube.wait, ChaosMeshInjector.active and cleanup"),
@@ -78,6 +80,8 @@ CAPTURE_NEEDED: tuple[Permission, ...] = (
 # Only with ``target.kubernetes.load``: creating pods is as much as running any image there.
 LOAD_NEEDED: tuple[Permission, ...] = (
     Permission("create", PODS, "LoadGenerator.start: the load generator's pod",
+               "deploy/rbac-load.yaml"),
+    Permission("watch", PODS, "LoadGenerator.start: Kube.wait until the generator serves",
                "deploy/rbac-load.yaml"),
     Permission("delete", PODS, "LoadGenerator.stop and cleanup", "deploy/rbac-load.yaml"),
 )

@@ -18,6 +18,14 @@ from autotune.insight.capture import CHUNK, Answer
 from autotune.kubernetes.client import Kube, proxy_path
 from autotune.kubernetes.errors import ApiError, Forbidden, NotFound
 
+# What a 502/503/504 from the pod proxy means: the API server itself could not reach the pod.
+_UNREACHABLE = (
+    ". The API server could not reach the pod's port: nothing listens there "
+    "(target.kubernetes.pprof_port), a NetworkPolicy denies ingress from the control plane "
+    "(a default-deny policy: allow the port from the API server's address), or a private "
+    "control plane has no route to pods on that port (e.g. a GKE private cluster needs a "
+    "firewall rule from the control plane's range)")
+
 
 @dataclass(frozen=True)
 class PodProxy:
@@ -41,7 +49,8 @@ class PodProxy:
             raise MetricsError(f"{self.where(path)}: {e} (apply deploy/rbac-capture.yaml)") \
                 from None
         except ApiError as e:
-            raise MetricsError(f"{self.where(path)}: {e}") from None
+            hint = _UNREACHABLE if e.status in (502, 503, 504) else ""
+            raise MetricsError(f"{self.where(path)}: {e}{hint}") from None
         if response is None:
             yield Answer(404, missing, iter(()))
             return

@@ -14,11 +14,15 @@ They follow the controllers and kubectl:
 - ``new_replicaset`` is pkg/controller/deployment/util/deployment_util.go FindNewReplicaSet:
   the oldest ReplicaSet owned by the Deployment whose pod template equals the Deployment's,
   ignoring the ``pod-template-hash`` label (EqualIgnoreHash).
-- ``pods_state`` counts only *active* pods (pkg/controller/controller_utils.go IsPodActive:
-  not Succeeded, not Failed, no deletionTimestamp) *owned by the new ReplicaSet* (controller
-  ownerReference; the pod-template-hash label must agree). Evicted pods (phase Failed, kept
-  until the pod garbage collector's threshold) and foreign pods with the same labels are not
-  the rollout's business.
+- ``measured_pods``: once the counters say the rollout is complete, the pods a window measures
+  are the *Ready*, *active* pods (pkg/controller/controller_utils.go IsPodActive: not
+  Succeeded, not Failed, no deletionTimestamp) *owned by the new ReplicaSet* (controller
+  ownerReference; the pod-template-hash label must agree), however many there are then: an
+  autoscaler may have moved the replica count since. Evicted pods (phase Failed, kept until the
+  pod garbage collector's threshold), foreign pods with the same labels and old pods still
+  Terminating (a long preStop hook, a NotReady node: kubectl does not wait for them either,
+  the ReplicaSet's status no longer counts them) are not the window's business;
+  ``terminating_pods`` names the old ones, which still use their node's CPU.
 """
 
 from __future__ import annotations
@@ -154,21 +158,15 @@ def rollout_pods(pods: Mapping[str, Obj], new: ReplicaSetRef) -> dict[str, Obj]:
     return out
 
 
-def pods_state(pods: Mapping[str, Obj], replicas: int, new: ReplicaSetRef,
-               old: Iterable[str] = ()) -> str | None:
-    """None once exactly ``replicas`` active pods of the new ReplicaSet run, all ready, and no
-    pod of an old ReplicaSet (``old``: their names) still runs, even while terminating."""
-    olds = set(old)
-    lingering = sorted(n for n, p in pods.items()
-                       if (controller_of(p) or {}).get("name") in olds
-                       and p.get("status", {}).get("phase") not in ("Succeeded", "Failed"))
-    if lingering:
-        return f"old pods still running or terminating: {', '.join(lingering)}"
-    current = rollout_pods(pods, new)
-    if len(current) != replicas:
-        return (f"{len(current)} active pods of ReplicaSet {new.name} where {replicas} are "
-                "expected")
-    unready = sorted(n for n, p in current.items() if not is_ready(p))
-    if unready:
-        return f"pods not ready: {', '.join(unready)}"
-    return None
+def measured_pods(pods: Mapping[str, Obj], new: ReplicaSetRef) -> dict[str, Obj]:
+    """The Ready, active pods of the new ReplicaSet: what a window stresses and measures."""
+    return {n: p for n, p in rollout_pods(pods, new).items() if is_ready(p)}
+
+
+def terminating_pods(pods: Mapping[str, Obj], new: ReplicaSetRef) -> list[str]:
+    """Pods of older ReplicaSets of the Deployment still being deleted."""
+    return sorted(n for n, p in pods.items()
+                  if p.get("metadata", {}).get("deletionTimestamp")
+                  and (controller_of(p) or {}).get("kind", "ReplicaSet") == "ReplicaSet"
+                  and (controller_of(p) or {}).get("name") != new.name
+                  and p.get("status", {}).get("phase") not in ("Succeeded", "Failed"))

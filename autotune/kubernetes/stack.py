@@ -18,6 +18,7 @@ from autotune.experiment.models import Experiment, KubernetesTarget, Setting
 from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
 from autotune.kubernetes.deployment import StressGuard, restore_annotated
+from autotune.kubernetes.errors import TargetProblem
 from autotune.kubernetes.lease import RunLease
 from autotune.kubernetes.loadgen import LoadGenerator, remove_all
 from autotune.kubernetes.objects import (
@@ -67,7 +68,8 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
     return target, injector
 
 
-def build(exp: Experiment, results: Path, clock: Clock, context: str | None = None) -> Backends:
+def build(exp: Experiment, results: Path, clock: Clock, context: str | None = None, *,
+          preflight: bool = True) -> Backends:
     """The target, the injector and the metric source of a kubernetes experiment.
 
     Reads the scrape interval the cluster's Prometheus really uses and rejects a window shorter
@@ -75,22 +77,61 @@ def build(exp: Experiment, results: Path, clock: Clock, context: str | None = No
     trial then fails with that reason, which the study's failure limit turns into a stop.
     """
     target, injector = _parts(exp, _kube(exp, clock, context), clock, results)
+    if preflight:
+        _refuse_external_writers(exp, target)
     source = _source(exp, clock, target)
     return Backends(target=target, injector=injector, source=source)
 
 
+EXTERNAL_WRITERS_ADVICE = (
+    "What to do: for envFrom, give the tuned variables their own env entries or remove them "
+    "from the ConfigMap/Secret; for a GitOps controller, pause its sync or self-heal for the "
+    "study (Argo CD: argocd app set <app> --sync-policy none; Flux: flux suspend "
+    "kustomization <name>). Then set target.kubernetes.allow_external_writers: true to run "
+    "anyway")
+
+
+def external_writers(exp: Experiment,
+                     target: DeploymentTarget) -> tuple[list[str], list[str]]:
+    """(problems, warnings) about who else sets the tuned variables (writers.py); with
+    ``allow_external_writers`` the problems are only warnings."""
+    unset = [p.env_var for p in exp.parameters if exp.baseline_settings().get(p.name) is None]
+    found, warned = target.external_writers(unset)
+    if _spec(exp).allow_external_writers:
+        return [], found + warned
+    return found, warned
+
+
+def _refuse_external_writers(exp: Experiment, target: DeploymentTarget) -> None:
+    found, warned = external_writers(exp, target)
+    for warning in warned:
+        log.warning("%s", warning)
+    if found:
+        raise TargetProblem("; ".join(found) + ". " + EXTERNAL_WRITERS_ADVICE)
+
+
 def _source(exp: Experiment, clock: Clock, target: DeploymentTarget) -> PrometheusSource:
-    source = PrometheusSource(exp.prometheus, clock)
+    from autotune.live import Matcher
+    from autotune.metrics.prometheus import PrometheusUnreachable
+
+    source = PrometheusSource(exp.prometheus, clock, window=exp.measure.window)
     try:
         scope = target.current().scope
     except AutotuneError:
         scope = ()  # no running pod yet: the global interval still bounds the window
+    # Where the interval must be inferred from samples and the pods have none yet: the
+    # namespace's other pods, found by the same service discovery.
+    namespace = (Matcher("namespace", _spec(exp).namespace),)
     try:
-        source.learn_interval(scope)
-    except MetricsError as e:
-        log.warning("%s; assuming prometheus.scrape_interval = %gs", e,
-                    exp.prometheus.scrape_interval)
+        source.learn_interval(scope, wider=namespace)
+    except PrometheusUnreachable as e:
+        # Like any query to it: each trial fails with the reason until it answers, and the
+        # first one it answers learns the interval (observe) and holds the window to it.
+        log.warning("%s; asking again at the first trial", e)
         return source
+    except MetricsError as e:
+        # Never the private Prometheus's 1 s: every wait and the window rule would be wrong.
+        raise ExperimentError([str(e)]) from None
     problem = source.check_window(exp.measure.window)
     if problem is not None:
         raise ExperimentError([problem])
@@ -132,6 +173,13 @@ def validate_cluster(exp: Experiment, context: str | None = None,
     unusable = target.usable()
     if unusable is not None:
         problems.append(unusable)
+    try:
+        found, warned = external_writers(exp, target)
+    except AutotuneError as e:
+        found, warned = [str(e)], []
+    problems += [f"{p}. {EXTERNAL_WRITERS_ADVICE}" for p in found]
+    if warnings is not None:
+        warnings += warned
     try:
         if not kube.serves(STRESSCHAOS):
             return [*problems, CRD_MISSING]
@@ -230,32 +278,55 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
 
 def cleanup_namespace(namespace: str, context: str | None = None,
                       kubeconfig: str | None = None, *, clock: Clock | None = None,
-                      rollout_timeout: float = 300.0) -> list[str]:
+                      rollout_timeout: float = 300.0, force: bool = False) -> list[str]:
     """Remove every StressChaos and load generator pod autotune left in ``namespace`` (any
     study) and restore every Deployment that still carries an original env saved by autotune.
-    Says what it did."""
+    Says what it did.
+
+    It holds the run Lease of every Deployment in the namespace meanwhile: a run that is alive
+    there keeps its stress (``TargetProblem`` naming it, exit 1), and no run starts while we
+    clean. ``force``: remove the stress all the same (that run's window is then discarded);
+    a Deployment whose Lease another run holds is never restored under it."""
     clock = clock or SystemClock()
     kube = connect(clock, context=context, kubeconfig=kubeconfig)
-    done = ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
-    done += remove_all(kube, namespace, None)  # a dead run's generator (needs rbac-load.yaml)
     items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
-    for dep in items:
-        if ORIGINAL_ENV_ANNOTATION not in (dep.get("metadata", {}).get("annotations") or {}):
-            continue
-        name = dep["metadata"]["name"]
-        lease = RunLease(kube, clock, namespace=namespace, deployment=name, study="cleanup",
-                         duration=rollout_timeout + 60)
-        try:
-            lease.acquire()
-        except AutotuneError as e:
-            done.append(f"Deployment {namespace}/{name}: left alone, {e}")
-            continue
-        try:
+    held: list[RunLease] = []
+    busy: set[str] = set()
+    done: list[str] = []
+    try:
+        for dep in items:
+            name = dep["metadata"]["name"]
+            lease = RunLease(kube, clock, namespace=namespace, deployment=name, study="cleanup",
+                             duration=rollout_timeout + 60)
+            try:
+                lease.acquire()
+            except TargetProblem as e:
+                if not force:
+                    raise TargetProblem(
+                        f"cleanup of namespace {namespace!r} refused: {e}. Cleaning up now "
+                        "would remove that run's stress in the middle of its window; wait for "
+                        "it to end (or its Lease to expire), or use --force") from None
+                log.warning("--force: %s; its stress is removed, its Deployment left alone", e)
+                busy.add(name)
+                continue
+            held.append(lease)
+        done += ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
+        done += remove_all(kube, namespace, None)  # a dead run's generator (rbac-load.yaml)
+        for dep in items:
+            name = dep["metadata"]["name"]
+            annotated = ORIGINAL_ENV_ANNOTATION in (dep.get("metadata", {}).get("annotations")
+                                                    or {})
+            if not annotated:
+                continue
+            if name in busy:
+                done.append(f"Deployment {namespace}/{name}: left alone, a live run tunes it")
+                continue
             line = restore_annotated(kube, clock, dep, rollout_timeout)
-        finally:
+            if line:
+                done.append(line)
+    finally:
+        for lease in held:
             lease.release()
-        if line:
-            done.append(line)
     return done
 
 

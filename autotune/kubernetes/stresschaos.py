@@ -244,6 +244,7 @@ class ChaosMeshInjector:
         self.inject_timeout, self.recover_timeout = inject_timeout, recover_timeout
         self.check_every = check_every
         self.guard = guard or StressGuard()
+        self._recovered: set[str] = set()
 
     # --- Injector protocol --------------------------------------------------------------
 
@@ -280,15 +281,45 @@ class ChaosMeshInjector:
         })
 
     def recover(self, injection: Injection) -> None:
+        """Delete the StressChaos and wait until it is gone. A stress that did not last until
+        now (the object deleted by someone else, being deleted, or no longer injected: paused,
+        past its duration) fails the recovery with the reason: the window it was to stress
+        is discarded, never recorded as measured under stress."""
         namespace = str(injection.details.get("namespace", self.namespace))
+        if injection.id in self._recovered:
+            return  # idempotent: removed (and judged) already
         with reraise_as(ChaosError):
-            self.kube.delete(STRESSCHAOS, namespace, injection.id)
-            self._await_gone(namespace, injection.id)
+            lost = self._lost(namespace, injection.id)
+            if self.kube.delete(STRESSCHAOS, namespace, injection.id):
+                self._await_gone(namespace, injection.id)
+            elif lost is None:
+                lost = "it was gone when autotune deleted it"
+        self._recovered.add(injection.id)
+        if lost is not None:
+            raise ChaosError(f"StressChaos {namespace}/{injection.id} did not last the window "
+                             f"({lost}): someone else deleted or stopped it (another run's "
+                             "cleanup, autotune cleanup --namespace --force, a person), so "
+                             "the window was not measured under stress and is discarded")
+
+    def _lost(self, namespace: str, name: str) -> str | None:
+        """Why the stress of ``name`` is not running as injected now, or None."""
+        current = self.kube.get(STRESSCHAOS, namespace, name)
+        if current is None:
+            return "it no longer exists"
+        if current.get("metadata", {}).get("deletionTimestamp"):
+            return "it was already being deleted"
+        problem = not_injected(current)
+        return None if problem is None else f"no longer injected: {problem}"
 
     def active(self) -> list[str]:
         return sorted(name_of(o) for o in self._ours())
 
     def cleanup(self) -> list[str]:
+        if not self.guard.owns():
+            # Refused the run Lease: what is labelled with our study belongs to the run that
+            # holds it (its live stress), not to a dead run.
+            log.debug("not holding the run Lease: StressChaos objects left to its holder")
+            return []
         found = self._ours()
         if not found:
             return []

@@ -342,7 +342,9 @@ class StudyRunner:
                     if exp.study.deadline is not None else None)
         stop = "budget reached"
         try:
-            leftovers = b.injector.cleanup() + b.target.cleanup()
+            # The target first: on a cluster it takes the run Lease, so a second run stops here
+            # before its injector's cleanup could remove the live stress of the first.
+            leftovers = b.target.cleanup() + b.injector.cleanup()
             for line in leftovers:
                 log.warning("left over from an earlier run, removed: %s", line)
             enqueue_baseline(exp, studies.reference)

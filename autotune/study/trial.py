@@ -14,7 +14,7 @@ from typing import Any
 
 from autotune.chaos.base import Injection, Injector
 from autotune.clock import Clock
-from autotune.errors import AutotuneError, MetricsError
+from autotune.errors import AutotuneError, ChaosError, MetricsError, StressNotRecovered
 from autotune.experiment.models import Burst, Experiment
 from autotune.live import Live, Window
 from autotune.metrics import promql
@@ -156,7 +156,15 @@ def _stressed_window(
     injections: list[dict[str, Any]] = record.setdefault("injections", [])
 
     def inject(duration: float) -> Injection:
-        inj = b.injector.inject(live, stress, duration + DEAD_MAN_MARGIN, labels)
+        try:
+            inj = b.injector.inject(live, stress, duration + DEAD_MAN_MARGIN, labels)
+        except StressNotRecovered:
+            raise
+        except ChaosError:
+            # A target that changed under us (its pods replaced by another writer) is the
+            # cause of a stress that found no pod: say that instead, when it is so.
+            b.target.check(live)
+            raise
         injections.append({"id": inj.id, "started": inj.started, **dict(inj.details)})
         return inj
 

@@ -1,9 +1,10 @@
 """What a backend family provides to run the contract suites.
 
 Each module in ``tests/contract/harnesses/`` exposes ``HARNESSES``: a list of
-``pytest.param(factory, id=..., marks=...)`` where ``factory(tmp_path) -> Harness``. The suites in
-this folder run every test once per harness, so the simulated, local and Kubernetes backends are
-held to the same contract.
+``pytest.param(factory, id=..., marks=...)`` where ``factory(tmp_path, request) -> Harness``
+(``request`` gives a harness the package's fixtures, e.g. the Kubernetes control plane). The
+suites in this folder run every test once per harness, so the simulated, local and Kubernetes
+backends are held to the same contract.
 """
 
 from __future__ import annotations

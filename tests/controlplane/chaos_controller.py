@@ -60,7 +60,7 @@ import ssl
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -529,7 +529,8 @@ def _without_record_events(obj: Obj) -> Obj:
 class Webhooks:
     """A validating and a mutating admission webhook for StressChaos, registered with the real
     API server (url: https://127.0.0.1:<port>/...), as Chaos Mesh's helm chart registers
-    ``vstresschaos.kb.io`` and ``mstresschaos.kb.io``, and ``vauth.kb.io``, Chaos Mesh's authorization webhook:
+    ``vstresschaos.kb.io`` and ``mstresschaos.kb.io``, and ``vauth.kb.io``, Chaos Mesh's
+    authorization webhook:
     ``deny[namespace]`` makes it refuse every create there with that message."""
 
     def __init__(self, workdir: Path) -> None:

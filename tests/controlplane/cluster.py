@@ -379,11 +379,17 @@ class Admin:
                                     "resourceVersion": found["metadata"]["resourceVersion"]}}
         return self.replace(f"{path}/{obj['metadata']['name']}", body)
 
-    def patch(self, path: str, patch: Obj, kind: str = "strategic") -> Obj:
+    def patch(self, path: str, patch: Any, kind: str = "strategic",
+              manager: str | None = None) -> Obj:
+        """``kind`` "apply": server-side apply as field manager ``manager`` (forced)."""
         ctype = {"strategic": "application/strategic-merge-patch+json",
                  "merge": "application/merge-patch+json",
-                 "json": "application/json-patch+json"}[kind]
-        patched: Obj = self.request("PATCH", path, patch, content_type=ctype)
+                 "json": "application/json-patch+json",
+                 "apply": "application/apply-patch+yaml"}[kind]
+        params = {"fieldManager": manager} if manager else None
+        if kind == "apply":
+            params = {"fieldManager": manager or "test", "force": "true"}
+        patched: Obj = self.request("PATCH", path, patch, content_type=ctype, params=params)
         return patched
 
     def replace(self, path: str, body: Obj) -> Obj:

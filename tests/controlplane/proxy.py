@@ -13,6 +13,7 @@ does on request, around otherwise real answers:
   the connection (a stream cut mid-line);
 - ``gone_watch(path)``: answer a watch with an ERROR event of code 410 (the resourceVersion is
   older than the server's history after an etcd compaction);
+- ``on(method, path, callback)``: something happens in the cluster right before a request;
 - every request is recorded (method, path, query, content type, JSON body) in ``requests``.
 
 Paths are regular expressions matched against the URL path (``search``); methods are exact.
@@ -57,6 +58,7 @@ class Fault:
     delay: float = 0.0
     watch_only: bool = False
     body_contains: str | None = None
+    callback: Any = None
 
     def matches(self, method: str, path: str, body: bytes = b"") -> bool:
         return ((self.method in (method, "*")) and bool(self.path.search(path))
@@ -122,6 +124,14 @@ class FaultProxy:
 
     def gone_watch(self, path: str, *, times: int = 1) -> Fault:
         fault = Fault("GET", re.compile(path), "gone-watch", 410, times)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def on(self, method: str, path: str, callback: Any, *, times: int = 1) -> Fault:
+        """Run ``callback()`` before forwarding the next matching request (something happens
+        in the cluster right between two of the client's requests)."""
+        fault = Fault(method, re.compile(path), "hook", None, times, callback=callback)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -203,6 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is not None and fault.kind == "delay":
             time.sleep(fault.delay)
+        if fault is not None and fault.kind == "hook":
+            fault.callback()
         if fault is not None and fault.kind == "gone-watch":
             self._start_stream(200)
             event = {"type": "ERROR", "object": json.loads(status_body(
@@ -265,14 +277,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, response: http.client.HTTPResponse, fault: Fault | None) -> None:
         self._start_stream(200)
-        passed = 0
-        for line in _lines(response):
+        for passed, line in enumerate(_lines(response)):
             if fault is not None and fault.kind == "cut-watch" and passed >= fault.after_events:
                 self._chunk(line[: max(1, len(line) // 2)])  # half an event, no newline
                 self.close_connection = True
                 return
             self._chunk(line)
-            passed += 1
         self._end_stream()
 
 

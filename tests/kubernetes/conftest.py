@@ -48,9 +48,12 @@ from tests.controlplane.cluster import (
     ControlPlane,
     binaries,
     build,
+    collection_path,
     documents,
 )
+from tests.controlplane.podnet import POD_IP, PprofServer, add_address, remove_address
 from tests.controlplane.proxy import FaultProxy
+from tests.controlplane.runtime import Logs
 from tests.kubernetes.fake_prometheus import FakePrometheus
 
 DEPLOYMENT, CONTAINER = "api", "api"
@@ -101,6 +104,9 @@ class FastClock:
     def __init__(self) -> None:
         self.offset = 0.0
         self.on_sleep: Callable[[float], None] | None = None
+        self.ticks: list[Callable[[], None]] = []
+        """Called on every sleep before ``on_sleep``: what happens in the cluster as the
+        clock advances (the containers' logs)."""
 
     def now(self) -> float:
         return time.time() + self.offset
@@ -110,7 +116,11 @@ class FastClock:
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
+            for tick in self.ticks:  # what happened up to now (new pods start now)
+                tick()
             self.offset += seconds
+            for tick in self.ticks:  # and during the sleep
+                tick()
             if self.on_sleep is not None:
                 self.on_sleep(seconds)
 
@@ -121,10 +131,18 @@ class FastClock:
 class Plane:
     cp: ControlPlane
     hooks: Webhooks
+    pod_ip: bool = False
+    """Whether podnet.POD_IP is on the loopback interface (root): pods/proxy can reach it."""
 
 
 @pytest.fixture(scope="package")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    yield from start_plane(tmp_path_factory)
+
+
+def start_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    """The control plane of one test package (tests/kubernetes, tests/contract), stopped with
+    it: it never runs next to the local stack's measurements."""
     if os.environ.get("AUTOTUNE_CONTROLPLANE") == "0":
         if os.environ.get("CI"):
             pytest.fail("AUTOTUNE_CONTROLPLANE=0 in CI: the Kubernetes suite must run")
@@ -132,13 +150,16 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     bins = binaries() or build()
     cp = ControlPlane(bins, tmp_path_factory.mktemp("controlplane")).start()
     hooks = Webhooks(cp.workdir)
+    pod_ip = add_address()
     try:
         hooks.start(cp.admin)
         cp.admin.apply(_cluster_role())
-        yield Plane(cp, hooks)
+        yield Plane(cp, hooks, pod_ip)
     finally:
         hooks.stop()
         cp.stop()
+        if pod_ip:
+            remove_address()
 
 
 def _cluster_role() -> Obj:
@@ -185,6 +206,9 @@ class World:
     kubeconfig: Path
     node: str
     clock: FastClock = field(default_factory=FastClock)
+    logs: Logs | None = None
+    """The containers' logs kwok serves (``pods/log``), written as the clock advances."""
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def admin(self) -> Admin:
@@ -438,6 +462,40 @@ class World:
         self.chaos.on_inject.append(scale_up)
         return dict(hpa)
 
+    def serve_logs(self) -> Logs:
+        """From now on the pods print their logs (and SCHED lines when their GODEBUG asks),
+        which kwok serves as ``pods/log``."""
+        if self.logs is None:
+            self.logs = Logs(self.admin, self.namespace, self.tmp / "podlogs", self.clock.now)
+            self.clock.ticks.append(self.logs.tick)
+            # and right before the kubelet reads a log: a process writes while time passes
+            self.proxy.on("GET", r"/pods/[^/]+/log$", self.logs.tick, times=10**9)
+        return self.logs
+
+    def serve_pprof(self, port: int = 6060) -> PprofServer:
+        """The Deployment's Running pods get ``POD_IP`` (as the clock advances: a CNI for the
+        test), where net/http/pprof answers on ``port``: the API server's pod proxy reaches it
+        for real."""
+        assert self.plane.pod_ip, f"{POD_IP} could not be added to the loopback interface"
+        server = PprofServer(port, self.chaos.stressed_pods).start()
+        self.cleanups.append(server.stop)
+
+        def route() -> None:
+            for pod in self.pods():
+                if pod["status"].get("phase") == "Running" and (
+                        pod["status"].get("podIP") != POD_IP):
+                    self.patch("pods", pod["metadata"]["name"], {"status": {
+                        "podIP": POD_IP, "podIPs": [{"ip": POD_IP}]}}, "merge", sub="status")
+
+        self.clock.ticks.append(route)
+        return server
+
+    def dies(self) -> None:
+        """A run of this world that changed the Deployment was killed (nothing restored,
+        nothing released): time passes until its run Lease expires, as it must before another
+        run may take over (the leases last the longest trial plus a margin)."""
+        self.clock.sleep(3600)
+
     def when(self, condition: Callable[[], bool], action: Callable[[], None]) -> Watcher:
         """Run ``action`` once, as soon as ``condition`` holds (polled in a thread)."""
         return Watcher(condition, action).start()
@@ -571,7 +629,11 @@ def deployment_manifest(namespace: str, node: str, *, env: list[Obj] | None = No
 
 def start_world(plane: Plane, tmp: Path, *, rbac: tuple[str, ...] = ("rbac.yaml",),
                 namespace_labels: Mapping[str, str] | None = None,
-                deployment: Obj | None = None) -> tuple[World, Callable[[], None]]:
+                deployment: Callable[[str, str], Obj] | None = None,
+                objects: tuple[Obj, ...] = ()) -> tuple[World, Callable[[], None]]:
+    """A fresh namespace (``namespace_labels``: e.g. Pod Security's enforce level), the
+    ``objects`` created in it first (a ResourceQuota...), then the Deployment
+    (``deployment(namespace, node)``, default ``deployment_manifest``) rolled out."""
     admin = plane.cp.admin
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
@@ -592,11 +654,15 @@ def start_world(plane: Plane, tmp: Path, *, rbac: tuple[str, ...] = ("rbac.yaml"
     kubeconfig.write_text(plane.cp.kubeconfig(token, server=proxy.url))
     chaos = ChaosMesh(admin, namespace).start()
     world = World(plane, namespace, tmp, proxy, chaos, token, kubeconfig, node)
-    admin.create(world.path("deployments"), deployment or deployment_manifest(namespace, node))
+    for obj in objects:
+        admin.create(collection_path(obj, namespace), obj)
+    admin.create(world.path("deployments"), (deployment or deployment_manifest)(namespace, node))
     world.settled()
     proxy.requests.clear()
 
     def stop() -> None:
+        for cleanup in world.cleanups:
+            cleanup()
         plane.cp.ensure_crds()
         chaos.stop()
         proxy.stop()

@@ -153,7 +153,8 @@ def test_webhook_denial_is_reported_with_its_message(world: World) -> None:
     live = _live(world)
     world.webhook_denial(f"user cannot create chaos in namespace {world.namespace}")
     with pytest.raises(ChaosError, match=r'admission webhook "vauth.kb.io" denied the request: '
-                                         f"user cannot create chaos in namespace {world.namespace}"):
+                                         "user cannot create chaos in namespace "
+                                         f"{world.namespace}"):
         world.injector().inject(live, STRESS, 20, LABELS)
     assert world.chaos_left() == []
 

@@ -1,12 +1,11 @@
-"""Issue 9, "survive a real cluster's first night", against the real control plane: each defect
-reproduced, then the end state asserted (no StressChaos left, the env restored byte for byte, the trial
-FAIL with its reason, the study stopped where it must)."""
+"""Issue 9, "survive a real cluster's first night", against the real control plane: each
+defect reproduced, then the end state asserted (no StressChaos left, the env restored byte for
+byte, the trial FAIL with its reason, the study stopped where it must)."""
 
 from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,8 @@ def test_restore_at_zero_replicas_restores_and_forgets(world: World) -> None:
 
 
 def test_a_dead_runs_leftovers_at_zero_replicas_are_cleaned_up(world: World) -> None:
-    world.target().apply(CANDIDATE)  # dies
+    world.target().apply(CANDIDATE)
+    world.dies()
     world.scale(0)
     [line] = world.target().cleanup()
     assert "restored the original env" in line
@@ -152,6 +152,7 @@ def _break_watches(world: World, plural: str, fault: str) -> Any:
 
 @pytest.mark.parametrize("fault", ["500", "504", "cut"])
 def test_a_broken_watch_stream_is_listed_again_and_resumed(world: World, fault: str) -> None:
+    world.grant("rbac-load.yaml")  # watching pods (the load generator's permissions)
     kube = world.kube()
     broken = _break_watches(world, "pods", fault)
     added = world.when(lambda: bool(world.proxy.seen("GET", "/pods$")),
@@ -208,12 +209,20 @@ def test_environment_problems_exit_1_with_the_message(
 # --- 11. RBAC: the table is what the code uses, and what deploy/rbac.yaml grants ---------------
 
 def test_the_code_uses_exactly_the_permissions_table(world: World) -> None:
+    # an envFrom ConfigMap (which sets none of the tuned variables) makes the target read it
+    world.admin.create(world.path("configmaps"), {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"name": "api-config"},
+                                                  "data": {"LOG_FORMAT": "json"}})
+    world.patch("deployments", "api", {"spec": {"template": {"spec": {"containers": [
+        {"name": "api", "envFrom": [{"configMapRef": {"name": "api-config"}}]}]}}}})
+    world.settled()
     exp = world.experiment(trials=1, stop_after=1)
     assert stack.validate_cluster(exp) == []
     world.proxy.fail("POST", "/stresschaos$", 500, after=True)  # an answer lost: retry, 409, get
     outcome, _ = run(world, exp, world.backends(exp))
     assert isinstance(outcome, RunResult), outcome
     world.target().apply(CANDIDATE)  # a run that dies; then `autotune cleanup --namespace`
+    world.dies()
     stack.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig), clock=world.clock)
     used = world.verbs()
     assert used == {(p.verb, p.kind.plural) for p in (*NEEDED, *CLUSTER_NEEDED)}
@@ -338,7 +347,8 @@ def test_a_kubernetes_experiment_without_a_load_check_is_rejected(world: World) 
     from autotune.errors import ExperimentError
     from autotune.experiment import parse_experiment
 
-    text = world.experiment_text(trials=1, stop_after=1).replace(", load: {metric: request_rate, tolerance: 0.1}", "")
+    text = world.experiment_text(trials=1, stop_after=1).replace(
+        ", load: {metric: request_rate, tolerance: 0.1}", "")
     with pytest.raises(ExperimentError, match=r"measure.load: required for a kubernetes target"):
         parse_experiment(text)
 
@@ -360,7 +370,8 @@ def test_a_second_run_stops_before_touching_the_deployment(world: World) -> None
     exp = world.experiment(trials=1, stop_after=1)
     outcome, records = run(world, exp, world.backends(exp))
     assert isinstance(outcome, TargetError) and outcome.exit_code == 1, outcome
-    assert str(outcome).startswith(f"another autotune run holds Lease {world.namespace}/autotune-api "
+    assert str(outcome).startswith(f"another autotune run holds Lease {world.namespace}/"
+                                   "autotune-api "
                                    "(autotune-api-28912345-abcde pid 1 study api-test")
     assert records == [], "no trial ran"
     assert world.annotations() == saved, "the running study's saved original is untouched"

@@ -62,7 +62,8 @@ def test_401_says_credentials(world: World) -> None:
 def test_403_names_the_verb_and_the_resource(world: World) -> None:
     world.deny("patch", "deployments")
     with pytest.raises(ApiError) as e:
-        world.kube().patch(DEPLOYMENTS, world.namespace, "api", {"metadata": {"labels": {"a": "b"}}})
+        world.kube().patch(DEPLOYMENTS, world.namespace, "api",
+                           {"metadata": {"labels": {"a": "b"}}})
     text = str(e.value)
     assert "forbidden (403): not allowed to patch deployments.apps \"api\"" in text
     assert "Grant the verb 'patch' on deployments.apps" in text
@@ -113,6 +114,7 @@ def test_reraise_as_keeps_the_message() -> None:
 
 
 def test_wait_sees_changes_through_the_watch(world: World) -> None:
+    world.grant("rbac-load.yaml")  # watching pods (the load generator's permissions)
     kube = world.kube()
     threading.Timer(0.2, lambda: world.add_pod("late", {"app": "late"})).start()
     found = kube.wait(Selection(PODS, world.namespace, labels="app=late"),
@@ -123,6 +125,7 @@ def test_wait_sees_changes_through_the_watch(world: World) -> None:
 
 
 def test_wait_relists_after_410_gone(world: World) -> None:
+    world.grant("rbac-load.yaml")  # watching pods (the load generator's permissions)
     kube = world.kube()
     world.proxy.gone_watch("/pods$")
     threading.Timer(0.3, lambda: world.add_pod("late", {"app": "late"})).start()

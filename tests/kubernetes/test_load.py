@@ -1,4 +1,5 @@
-"""Issue 9.10: comparable load in a cluster, against the real control plane. ``target.kubernetes.load`` runs autotune's load
+"""Issue 9.10: comparable load in a cluster, against the real control plane.
+``target.kubernetes.load`` runs autotune's load
 generator as a pod in the namespace for every measured candidate; its client-side histogram,
 selected by ``{{load_selector}}``, is the objective. End state: no generator pod, no
 StressChaos, the env as found."""
@@ -6,6 +7,8 @@ StressChaos, the env as found."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +21,13 @@ from autotune.kubernetes.permissions import CLUSTER_NEEDED, needed
 from autotune.study.capture import capture_pair
 from autotune.study.loop import RunResult
 from autotune.study.storage import open_for_run
-from tests.kubernetes.conftest import ORIGINAL_ENV, World
+from tests.kubernetes.conftest import (
+    ORIGINAL_ENV,
+    Plane,
+    World,
+    deployment_manifest,
+    start_world,
+)
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
 
@@ -83,7 +92,8 @@ def test_a_dead_runs_generator_is_removed_by_the_next_start_and_by_cleanup(
         world: World) -> None:
     exp = world.experiment(target=LOAD, metrics=CLIENT_P99)
     dead = world.target(exp)
-    dead.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})  # then the run dies
+    dead.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})
+    world.dies()
     assert len(_generators(world)) == 1
     starting = world.target(exp)  # the next run's start
     said = starting.cleanup()
@@ -92,13 +102,12 @@ def test_a_dead_runs_generator_is_removed_by_the_next_start_and_by_cleanup(
     starting.restore()
     world.assert_pristine()
     # `autotune cleanup --namespace` finds them for any study
-    alive = world.target(exp)
-    alive.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
+    world.target(exp).apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
+    world.dies()
     done = stack.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig),
                                    clock=world.clock)
     assert any(line.startswith(f"load generator pod {world.namespace}/") for line in done), done
     assert _generators(world) == []
-    alive.restore()
     world.assert_pristine()
 
 
@@ -116,7 +125,9 @@ def test_load_selector_needs_the_generator_and_the_generator_replaces_measure_lo
                                               r"selects the load generator's series: it needs "
                                               r"target.kubernetes.load"):
         world.experiment(metrics=CLIENT_P99)
-    text = world.experiment_text(trials=1, stop_after=1, metrics=CLIENT_P99, target=LOAD).replace(", load: {metric: request_rate, tolerance: 0.1}", "")
+    text = world.experiment_text(trials=1, stop_after=1, metrics=CLIENT_P99,
+                                 target=LOAD).replace(
+        ", load: {metric: request_rate, tolerance: 0.1}", "")
     assert parse_experiment(text).target.kubernetes is not None
     assert load_pods("api-test") == ("app.kubernetes.io/component=load,"
                                      "app.kubernetes.io/managed-by=autotune,"
@@ -125,24 +136,35 @@ def test_load_selector_needs_the_generator_and_the_generator_replaces_measure_lo
 
 def test_with_every_option_on_the_code_uses_exactly_the_tables(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-
-    world.fake.pprof_port = 6060
+    """Load generator, schedtrace and captures all on, every optional Role applied: the
+    requests autotune sends are exactly the permission tables, no more, no less."""
+    world.grant("rbac-schedtrace.yaml", "rbac-capture.yaml")
+    world.serve_logs()
+    world.serve_pprof(6060)
+    world.admin.create(world.path("configmaps"), {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"name": "api-config"},
+                                                  "data": {"LOG_FORMAT": "json"}})
+    world.patch("deployments", "api", {"spec": {"template": {"spec": {"containers": [
+        {"name": "api", "envFrom": [{"configMapRef": {"name": "api-config"}}]}]}}}})
+    world.settled()
     exp = world.experiment(trials=1, stop_after=1, target=LOAD + "\n    pprof_port: 6060",
                            measure=", schedtrace: 100ms, capture: [trace, cpu]",
                            metrics=CLIENT_P99)
     assert stack.validate_cluster(exp) == []
-    world.fake.fail("POST", "/stresschaos", 500, after=True)  # an answer lost: retry, 409, get
+    world.proxy.fail("POST", "/stresschaos$", 500, after=True)  # a lost answer: retry, 409, get
     outcome, records = run(world, exp, world.backends(exp))
     assert isinstance(outcome, RunResult), outcome
-    assert all(r["state"] == "COMPLETE" for r in records)
+    assert all(r["state"] == "COMPLETE" for r in records), records
     monkeypatch.chdir(world.tmp)
     studies = open_for_run(exp, f"sqlite:///{world.tmp}/study.db")
     done = capture_pair(exp, studies, world.backends(exp), world.clock, None)
     assert all("files" in c for c in done), done
-    world.target(exp).apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})  # a run that dies
-    stack.cleanup_namespace(NAMESPACE, kubeconfig=str(world.kubeconfig), clock=world.clock)
-    assert world.fake.verbs == {(p.verb, p.kind.plural)
-                                for p in (*needed(True, True, True), *CLUSTER_NEEDED)}
+    world.target(exp).apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})
+    world.dies()
+    stack.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig),
+                            clock=world.clock)
+    assert world.verbs() == {(p.verb, p.kind.plural)
+                             for p in (*needed(True, True, True), *CLUSTER_NEEDED)}
 
 
 def test_validate_live_does_not_try_the_generators_series(
@@ -172,4 +194,58 @@ def test_a_generator_that_cannot_be_deleted_never_keeps_the_env_from_coming_back
     assert starting.cleanup()[0].startswith(f"load generator pod {world.namespace}/")
     starting.restore()
     assert _generators(world) == []
+    world.assert_pristine()
+
+
+# --- issue 15.5: admitted by a namespace that enforces Pod Security and a quota ---------------
+
+QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"},
+         "spec": {"hard": {"requests.cpu": "8", "requests.memory": "8Gi", "limits.cpu": "16",
+                           "limits.memory": "16Gi"}}}
+
+
+def _restricted_deployment(namespace: str, node: str) -> dict[str, Any]:
+    """The service as a restricted namespace admits it: non-root, seccomp, no escalation, no
+    capabilities, requests and limits."""
+    dep = deployment_manifest(namespace, node)
+    spec = dep["spec"]["template"]["spec"]
+    spec["securityContext"] = {"runAsNonRoot": True, "runAsUser": 10001,
+                               "seccompProfile": {"type": "RuntimeDefault"}}
+    for c in spec["containers"]:
+        c["securityContext"] = {"allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]}}
+        c["resources"] = {"requests": {"cpu": "500m", "memory": "64Mi"},
+                          "limits": {"cpu": "1", "memory": "128Mi"}}
+    return dep
+
+
+@pytest.fixture
+def restricted(plane: Plane, tmp_path: Path) -> Iterator[World]:
+    world, stop = start_world(
+        plane, tmp_path, rbac=("rbac.yaml", "rbac-load.yaml"), objects=(QUOTA,),
+        namespace_labels={"pod-security.kubernetes.io/enforce": "restricted",
+                          "pod-security.kubernetes.io/enforce-version": "latest"},
+        deployment=_restricted_deployment)
+    try:
+        yield world
+    finally:
+        stop()
+
+
+def test_the_generator_is_admitted_under_pod_security_restricted_and_a_quota(
+        restricted: World) -> None:
+    world = restricted
+    exp = world.experiment(trials=1, metrics=CLIENT_P99, target=LOAD.replace(
+        "ready_timeout: 3s}", "ready_timeout: 3s, image_pull_secrets: [registry]}"))
+    target = world.target(exp)
+    live = target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})
+    assert live.details["load_pod"]
+    [pod] = _generators(world)
+    assert pod["status"]["phase"] == "Running"
+    [container] = pod["spec"]["containers"]
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "256Mi"}
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+    quota = world.get("resourcequotas", "compute")
+    assert quota is not None and quota["status"]["used"]["limits.memory"] != "0"
+    target.restore()
     world.assert_pristine()

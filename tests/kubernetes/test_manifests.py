@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from autotune.cli import main
+from autotune.cli import (
+    EXPORT_FORMATS,
+    PROMOTE_DIR_VAR,
+    PROMOTE_FORMAT_VAR,
+    build_parser,
+    main,
+)
 from autotune.experiment import Experiment, load_experiment
 from autotune.experiment.durations import parse_duration
 from autotune.experiment.models import Burst
@@ -35,7 +42,10 @@ from autotune.kubernetes.permissions import (
 from autotune.kubernetes.stresschaos import CRD_FILE, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
-from tests.kubernetes.conftest import FakeMetrics, World
+from tests.controlplane.chaos_controller import ChaosMesh
+from tests.controlplane.cluster import documents
+from tests.controlplane.proxy import FaultProxy
+from tests.kubernetes.conftest import Plane, StressedMetrics, World
 from tests.kubernetes.test_chaos import assert_valid
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,24 +121,69 @@ def test_the_deployment_manifest_is_valid_and_matches_the_experiment() -> None:
     assert not tuned & {e["name"] for e in container.get("env", [])}, "baseline = unset"
 
 
+@pytest.fixture
+def shop(plane: Plane, tmp_path: Path) -> Iterator[World]:
+    """The namespaces, the RBAC and the Deployment exactly as the repository ships them:
+    deploy/rbac.yaml (ServiceAccount autotune/autotune, its Role in shop) and
+    experiments/api-deployment.yaml, applied unchanged to the real API server."""
+    admin = plane.cp.admin
+    for name in ("shop", "autotune"):
+        admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": name}})
+    for name in ("shop", "autotune"):
+        admin.wait_for(lambda n=name: admin.get(f"/api/v1/namespaces/{n}/serviceaccounts/"
+                                                "default"), 30, "the default ServiceAccount")
+    docs = [d for d in documents((ROOT / "deploy/rbac.yaml").read_text())]
+    for doc in docs:
+        admin.apply(doc)
+    token = admin.create("/api/v1/namespaces/autotune/serviceaccounts/autotune/token", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600}})["status"]["token"]
+    proxy = FaultProxy(plane.cp.url)
+    proxy.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(plane.cp.kubeconfig(token, server=proxy.url))
+    chaos = ChaosMesh(admin, "shop").start()
+    admin.create("/apis/apps/v1/namespaces/shop/deployments", _deployment())
+    world = World(plane, "shop", tmp_path, proxy, chaos, token, kubeconfig, node="")
+    admin.wait_for(lambda: (world.deployment().get("status") or {}).get("availableReplicas")
+                   == 2, 60, "the shipped Deployment's rollout")
+    try:
+        yield world
+    finally:
+        chaos.stop()
+        proxy.stop()
+        for name in ("shop", "autotune"):
+            admin.delete(f"/api/v1/namespaces/{name}")
+        admin.delete("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"
+                     "autotune-access-review")
+        for name in ("shop", "autotune"):  # the next test may create them again
+            admin.wait_for(lambda n=name: admin.get(f"/api/v1/namespaces/{n}") is None, 120,
+                           f"namespace {name} to go")
+
+
 def test_the_shipped_experiment_runs_a_trial_against_the_shipped_deployment(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    world.fake.add_manifest(_deployment())
-    monkeypatch.setenv("KUBECONFIG", str(world.kubeconfig))
+        shop: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(shop.kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     exp = _api()
     assert cluster.validate_cluster(exp) == []
-    built = cluster.build(exp, world.tmp / "results", world.clock)
-    backends = Backends(built.target, built.injector, FakeMetrics(world.fake))
+    before = shop.deployment()["spec"]["template"]
+    built = cluster.build(exp, shop.tmp / "results", shop.clock)
+    backends = Backends(built.target, built.injector, StressedMetrics(shop))
     record: dict[str, Any] = {}
     env = to_env(exp, exp.baseline_settings())
-    metrics = measure(exp, backends, env, clock=world.clock, record=record,
+    metrics = measure(exp, backends, env, clock=shop.clock, record=record,
                       labels={TRIAL_LABEL: "0"})
     assert set(metrics) == set(exp.metrics)
     assert len(record["injections"]) == 2  # a 60s window, a burst every 30s
     backends.target.restore()
-    for created in world.fake.created_chaos:
+    for created in shop.created_chaos():
         assert_valid(created)
-    assert world.fake.items("stresschaos") == []
+    assert shop.items("stresschaos") == [] and shop.chaos.stressed_pods() == []
+    after = shop.deployment()
+    assert after["spec"]["template"] == before, "the shipped Deployment, as it was"
+    assert "autotune/original-env" not in (after["metadata"].get("annotations") or {})
 
 
 # --- chaos/ --------------------------------------------------------------------------------
@@ -195,6 +250,24 @@ def test_cronjob_cannot_overlap_and_stops_after_autotune() -> None:
     assert pod["serviceAccountName"] == rbac["ServiceAccount"]["metadata"]["name"]
 
 
+def test_cronjob_runs_autotune_itself_as_pid1() -> None:
+    """The kubelet signals a container's PID 1 only, and a PID 1 receives only the signals it
+    handles (pid_namespaces(7)): a shell there (none handles SIGTERM) would drop the SIGTERM
+    that lets autotune restore the target. tests/faults/test_cronjob_sigterm.py runs this very
+    command line as PID 1 of a PID namespace and signals it."""
+    pod = _by_kind(ROOT / "deploy/cronjob.yaml")["CronJob"]["spec"]["jobTemplate"]["spec"][
+        "template"]["spec"]
+    [container] = pod["containers"]
+    assert container["command"] == ["autotune"], "exec autotune: no shell, no wrapper"
+    args = build_parser().parse_args(container["args"])
+    assert (args.command, args.fail_on_drift, args.plain) == ("nightly", True, True)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env[PROMOTE_DIR_VAR].startswith(container["workingDir"] + "/"), "on the PVC"
+    assert env[PROMOTE_FORMAT_VAR] in EXPORT_FORMATS
+    # The image's entrypoint is exec form too (a shell form would make /bin/sh PID 1 again).
+    assert 'ENTRYPOINT ["autotune"]' in (ROOT / "deploy/Dockerfile").read_text()
+
+
 def test_rbac_grants_exactly_what_a_run_needs() -> None:
     docs = _by_kind(ROOT / "deploy/rbac.yaml")
     granted = {(verb, group, resource)
@@ -251,7 +324,8 @@ def test_dockerfile_runs_autotune_as_non_root() -> None:
 def test_the_monitors_scrape_the_example_deployment_often_enough() -> None:
     """deploy/monitoring.yaml: the PodMonitor/ServiceMonitor select the example's pods by its
     labels and port name, in its namespace, at an interval the example's window allows."""
-    monitors = _by_kind(ROOT / "deploy/monitoring.yaml")
+    monitors = {d["kind"]: d for d in _docs(ROOT / "deploy/monitoring.yaml")
+                if d["metadata"]["name"] == "api"}
     assert set(monitors) == {"PodMonitor", "ServiceMonitor"}
     dep, exp = _deployment(), _api()
     labels = dep["spec"]["template"]["metadata"]["labels"]
@@ -268,3 +342,22 @@ def test_the_monitors_scrape_the_example_deployment_often_enough() -> None:
         assert endpoint["port"] in ports
         assert not endpoint.get("relabelings"), "namespace and pod labels must stay"
         assert 4 * parse_duration(endpoint["interval"]) <= exp.measure.window
+
+
+def test_the_load_generators_pods_are_scraped_by_a_podmonitor() -> None:
+    """Issue 15.5: with the Prometheus Operator nothing reads the prometheus.io annotations;
+    deploy/monitoring.yaml selects the generator's pods by the labels the code gives them, on
+    the port it names, often enough for the example's window."""
+    from autotune.experiment.models import ClusterLoad
+    from autotune.kubernetes.loadgen import manifest
+
+    [monitor] = [d for d in _docs(ROOT / "deploy/monitoring.yaml")
+                 if d["metadata"]["name"] == "autotune-load"]
+    spec = ClusterLoad(url="http://api.shop.svc:8080/", rate=100, image="x")
+    pod = manifest(spec, namespace="shop", name="g", study="s", seconds=60)
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+    [container] = pod["spec"]["containers"]
+    assert endpoint["port"] in {p["name"] for p in container["ports"]}
+    assert monitor["metadata"]["namespace"] == "shop"
+    assert 4 * parse_duration(endpoint["interval"]) <= _api().measure.window

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 from typing import Any
 
 import pytest
@@ -119,6 +118,7 @@ def test_a_dead_runs_leftovers_are_undone_when_the_next_run_starts(world: World)
     dead = world.backends(exp)
     live = dead.target.apply({"GOMAXPROCS": "16", "FORCEGC_INTERVAL_MS": "500"})
     dead.injector.inject(live, exp.chaos.stress, 60, {"autotune/trial": "0"})
+    world.dies()
     outcome, _ = run(world, exp, world.backends(exp))
     assert isinstance(outcome, RunResult) and outcome.completed == 1
     world.assert_pristine()
@@ -189,7 +189,6 @@ def test_deletion_not_confirmed_leaves_the_object_for_a_human(world: World) -> N
     """Stuck deletion cannot end clean; it must say so, keep the finalizer and restore the env."""
     exp = world.experiment(stop_after=1)
     backends = world.backends(exp)
-    injector = backends.injector
     world.clock.on_sleep = (lambda s: setattr(world.chaos, "cancel_fails", True)
                             if world.chaos_left() else None)
     outcome, records = run(world, exp, backends)
@@ -204,8 +203,10 @@ def test_deletion_not_confirmed_leaves_the_object_for_a_human(world: World) -> N
     # failed cancel: a later delete changes nothing, nothing reconciles, the object stays.
     world.chaos.cancel_fails = False
     world.clock.on_sleep = None
+    later = world.backends(exp)  # `autotune cleanup`: the run Lease first, then the stress
+    later.target.cleanup()
     with pytest.raises(StressNotRecovered, match="still present"):
-        injector.cleanup()
+        later.injector.cleanup()
     # What the message tells a human to do, done literally: restart the pods, force the
     # finalizer with the annotation it names, then autotune cleanup.
     message = str(outcome)
@@ -220,7 +221,8 @@ def test_deletion_not_confirmed_leaves_the_object_for_a_human(world: World) -> N
         world.patch("stresschaos", obj["metadata"]["name"],
                     {"metadata": {"annotations": {annotation.group(2): "forced"}}}, "merge")
     world.admin.wait_for(lambda: world.chaos_left() == [], 30, "the forced finalizer")
-    assert injector.cleanup() == []
+    assert later.injector.cleanup() == []
+    later.target.restore()  # lets the Lease go
     world.chaos.injections.clear()  # the restarted pods' containers run no stress-ng
     world.assert_pristine()
 

@@ -103,7 +103,8 @@ def test_restore_brings_back_the_original_and_forgets_it(world: World) -> None:
 
 
 def test_cleanup_restores_what_a_dead_run_left(world: World) -> None:
-    world.target().apply(CANDIDATE)  # this "run" dies: nothing restores
+    world.target().apply(CANDIDATE)
+    world.dies()
     fresh = world.target()
     done = fresh.cleanup()
     assert len(done) == 1 and "unfinished run" in done[0] and "api-test" in done[0]
@@ -113,7 +114,8 @@ def test_cleanup_restores_what_a_dead_run_left(world: World) -> None:
 
 
 def test_a_new_run_adopts_a_dead_runs_original(world: World) -> None:
-    world.target().apply(CANDIDATE)  # dies
+    world.target().apply(CANDIDATE)
+    world.dies()
     second = world.target()
     second.apply({"GOMAXPROCS": "16", "FORCEGC_INTERVAL_MS": "2000"})
     second.restore()

@@ -1,5 +1,6 @@
 """The Kubernetes target and the Chaos Mesh injector, run through the contract suites against
-the fake API server (tests/kubernetes/fake_api.py), wired the way ``autotune run`` wires them."""
+the real control plane (tests/kubernetes/conftest.py: kube-apiserver, the controllers, kwok),
+wired the way ``autotune run`` wires them."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import pytest
 
 from autotune.experiment import parse_experiment
 from autotune.kubernetes.stack import build
-from tests.kubernetes.conftest import NAMESPACE, FastClock, start_world
+from tests.kubernetes.conftest import Plane, start_world
 
 EXPERIMENT = """
 name: contract
 target:
-  kubernetes: {{namespace: shop, deployment: api, container: api, kubeconfig: {kubeconfig},
-               rollout_timeout: 5s}}
+  kubernetes: {{namespace: {namespace}, deployment: api, container: api,
+               kubeconfig: {kubeconfig}, rollout_timeout: 30s}}
 parameters:
   - {{name: GOMAXPROCS, type: int, values: [2, 4, 8]}}
   - {{name: forcegc_interval_ms, env: FORCEGC_INTERVAL_MS, type: int, values: [500, 2000]}}
@@ -30,10 +31,12 @@ objective: {{minimize: p99}}
 class KubernetesHarness:
     families = frozenset({"target", "injector"})
 
-    def __init__(self, tmp: Path) -> None:
-        self.world, self._stop = start_world(tmp)
-        self.experiment = parse_experiment(EXPERIMENT.format(kubeconfig=self.world.kubeconfig))
-        self.clock = FastClock()
+    def __init__(self, tmp: Path, request: pytest.FixtureRequest) -> None:
+        plane: Plane = request.getfixturevalue("plane")
+        self.world, self._stop = start_world(plane, tmp)
+        self.experiment = parse_experiment(EXPERIMENT.format(
+            namespace=self.world.namespace, kubeconfig=self.world.kubeconfig))
+        self.clock = self.world.clock
         self.backends = build(self.experiment, tmp / "results", self.clock)
         self._original = self.env_seen()
 
@@ -42,8 +45,9 @@ class KubernetesHarness:
 
     def env_seen(self) -> dict[str, str]:
         """The env of the running pods (all must agree), as the API server stores them."""
+        self.world.settled()
         seen = []
-        for pod in self.world.fake.pods_of(NAMESPACE, "api"):
+        for pod in self.world.pods():
             env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or []
                    if e["name"] in self._vars()}
             seen.append(env)
@@ -54,7 +58,7 @@ class KubernetesHarness:
         return dict(self._original)
 
     def stress_present(self) -> bool:
-        return bool(self.world.fake.items("stresschaos", NAMESPACE))
+        return bool(self.world.chaos_left()) or bool(self.world.chaos.stressed_pods())
 
     def query(self, kind: str) -> str:
         raise NotImplementedError("the Kubernetes harness provides no metric source")

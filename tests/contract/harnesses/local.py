@@ -27,7 +27,7 @@ objective: {minimize: p99}
 class LocalHarness:
     families = frozenset({"target", "injector", "metrics"})
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, request: pytest.FixtureRequest | None = None) -> None:
         self.experiment = parse_experiment(EXPERIMENT)
         self.clock = SystemClock()
         self.backends = build(self.experiment, tmp, self.clock)

@@ -27,7 +27,7 @@ objective: {minimize: value}
 class ReplayHarness:
     families = frozenset({"target", "injector", "metrics"})
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, request: pytest.FixtureRequest | None = None) -> None:
         (tmp / "grid.csv").write_text("config,state,value\nGOMAXPROCS=1 gc=0,COMPLETE,0.004\n")
         self.experiment = parse_experiment(EXPERIMENT)
         self.clock = FakeClock()

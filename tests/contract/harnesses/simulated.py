@@ -31,7 +31,7 @@ objective: {minimize: p99}
 class SimulatedHarness:
     families = frozenset({"target", "injector", "metrics"})
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, request: pytest.FixtureRequest | None = None) -> None:
         state = tmp / "world.json"
         self.experiment = parse_experiment(EXPERIMENT.replace("{state}", str(state)))
         self.clock = FakeClock()
