@@ -13,6 +13,7 @@ path, and a trace viewer's error on an HTML page is a poor reason to give a user
 from __future__ import annotations
 
 import contextlib
+import http.client
 import math
 import os
 import shlex
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import requests
+import urllib3
 
 from autotune.errors import MetricsError
 
@@ -43,6 +45,9 @@ CONNECT_TIMEOUT = 5.0
 # under CPU stress (a throttled cgroup) can take a while to do that.
 SLACK = 30.0
 CHUNK = 1 << 16
+MAX_BYTES = 256 << 20
+"""A capture larger than this is abandoned: the results directory is often the PVC the study
+database lives on, and a 5 s trace of a busy service is tens of MiB, not hundreds."""
 
 
 class _NotExposed(MetricsError):
@@ -122,7 +127,8 @@ class Direct:
             raise MetricsError(f"{self.where(path)}: {e}") from None
 
 
-def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path) -> Captured:
+def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path,
+           max_bytes: int = MAX_BYTES) -> Captured:
     endpoint = _ENDPOINTS[kind]
     param, asked = _seconds_param(kind, seconds)
     path = f"{endpoint.path}?seconds={param}"
@@ -141,11 +147,21 @@ def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path) -> Captu
             size = 0
             head = b""
             with tmp.open("wb") as f:
-                for chunk in r.chunks:
-                    if len(head) < len(endpoint.magic):
-                        head += chunk[: len(endpoint.magic) - len(head)]
-                    f.write(chunk)
-                    size += len(chunk)
+                try:
+                    for chunk in r.chunks:
+                        if len(head) < len(endpoint.magic):
+                            head += chunk[: len(endpoint.magic) - len(head)]
+                        size += len(chunk)
+                        if size > max_bytes:
+                            raise MetricsError(
+                                f"{url}: the capture exceeds the cap of {max_bytes} bytes: "
+                                "abandoned (shorten it, or capture a less busy moment)")
+                        f.write(chunk)
+                except (OSError, requests.RequestException, urllib3.exceptions.HTTPError,
+                        http.client.HTTPException) as e:
+                    # A connection that breaks mid-stream fails this capture, never the run.
+                    raise MetricsError(f"{url}: the stream broke after {size} bytes: "
+                                       f"{e}") from None
         if not head.startswith(endpoint.magic):
             raise MetricsError(
                 f"{url}: the answer ({size} bytes, starting {head!r}) is not {endpoint.what}: "
@@ -159,6 +175,7 @@ def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path) -> Captu
 
 def capture(
     service: str | Transport, kinds: Sequence[Kind], seconds: float, out_dir: Path, name: str,
+    *, max_bytes: int = MAX_BYTES,
 ) -> list[Captured]:
     """Capture ``kinds`` from the service (a base URL such as ``http://127.0.0.1:8080``, or a
     transport) for ``seconds`` at the same time, into ``out_dir/<name>.trace`` and
@@ -180,7 +197,8 @@ def capture(
     out_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
         futures = [pool.submit(_fetch, transport, k, seconds,
-                               out_dir / f"{name}{_ENDPOINTS[k].suffix}") for k in wanted]
+                               out_dir / f"{name}{_ENDPOINTS[k].suffix}", max_bytes)
+                   for k in wanted]
     done: list[Captured] = []
     failed: list[str] = []
     missing: list[str] = []

@@ -12,6 +12,7 @@ late (a CRI log rotation, a slow pipe).
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 import statistics
 from dataclasses import replace
@@ -37,9 +38,16 @@ def stamp_seconds(line: str) -> tuple[float, str] | None:
     return whole.timestamp() + fraction, line[match.end():]
 
 
-def trace_in_window(text: str, start: float, end: float) -> Trace | str:
+def trace_in_window(text: str, start: float, end: float, *,
+                    truncated: bool = False) -> Trace | str:
     """The samples printed during [start, end] (Unix seconds), ``at_ms`` re-based to ``start``;
-    or why there are none to give."""
+    or why there are none to give. ``truncated``: the kubelet cut the log at ``limitBytes``.
+
+    The trace says it is ``incomplete`` when the samples do not cover the window: the log
+    starts after the window's start (the kubelet serves only the current log file: a rotation
+    during the window loses its beginning), ends before its end (cut at ``limitBytes``, which
+    counts from ``sinceSeconds``), or has a hole; a gap is judged against the runtime's own
+    period (the median step of its ``SCHED <ms>ms``)."""
     lines: list[str] = []
     offsets: list[float] = []
     unstamped = 0
@@ -68,4 +76,30 @@ def trace_in_window(text: str, start: float, end: float) -> Trace | str:
         at = offset + s.at_ms / 1000
         if start <= at <= end:
             inside.append(replace(s, at_ms=round((at - start) * 1000)))
-    return Trace(tuple(inside), parser.skipped, tuple(parser.reasons))
+    stamps = sorted(offset + s.at_ms / 1000 for s in samples)
+    return Trace(tuple(inside), parser.skipped, tuple(parser.reasons),
+                 incomplete=_missing(stamps, start, end, truncated))
+
+
+def _missing(stamps: list[float], start: float, end: float, truncated: bool) -> str:
+    """What part of [start, end] the samples at ``stamps`` (seconds) do not cover, or ""."""
+    steps = [b - a for a, b in itertools.pairwise(stamps) if b > a]
+    if not stamps or not steps:
+        return "fewer than two SCHED lines in the log" if stamps else ""
+    period = statistics.median(steps)
+    slack = 2 * period
+    cut = (" (the kubelet cut the log at limitBytes, counted from the window's start: the "
+           "service logs more than that)" if truncated else "")
+    problems = []
+    if stamps[0] > start + slack:
+        problems.append(f"the log starts {stamps[0] - start:.1f}s into the window (rotated "
+                        "during it? the kubelet serves only the current log file)")
+    if stamps[-1] < end - slack:
+        problems.append(f"the log ends {end - stamps[-1]:.1f}s before the window's end{cut}")
+    elif truncated:
+        problems.append("the kubelet cut the log at limitBytes")
+    within = [t for t in stamps if start - slack <= t <= end + slack]
+    holes = [b - a for a, b in itertools.pairwise(within) if b - a > 3 * period]
+    if holes:
+        problems.append(f"{len(holes)} gap(s) in the log, the longest {max(holes):.1f}s")
+    return "; ".join(problems)

@@ -72,6 +72,9 @@ class Trace:
     skipped: int
     reasons: tuple[str, ...]
     source: str = ""  # which process printed it, when the target had several (a pod's name)
+    incomplete: str = ""
+    """Why part of the window is missing (a log cut or rotated), or "": a trace without the
+    whole window can show an overflow, never its absence."""
 
 
 class _Malformed(Exception):

@@ -77,7 +77,9 @@ def _queues(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A run's run queues: schedtrace's (a sample every 100 ms) when traced, else Go 1.26's
     runnable gauge (a sample per scrape), else None."""
     trace = record.get("schedtrace") or {}
-    if trace.get("overflow"):
+    if trace.get("overflow") and (trace["overflow"].get("fired")
+                                  or not trace.get("incomplete")):
+        # An incomplete trace shows an overflow it saw, never that there was none.
         return trace
     runnable = (record.get("insight") or {}).get("runnable") or {}
     return runnable if runnable.get("overflow") else None

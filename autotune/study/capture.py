@@ -50,6 +50,9 @@ def _one(exp: Experiment, backends: Backends, clock: Clock, name: str,
     except AutotuneError as e:
         entry["failure"] = str(e)
         log.warning("capture of %s failed: %s", name, e)
+    except Exception as e:  # a capture boundary, like a trial's: it fails, never the run
+        entry["failure"] = f"{type(e).__name__}: {e}"
+        log.exception("capture of %s failed unexpectedly", name)
     return entry
 
 

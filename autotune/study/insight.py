@@ -148,9 +148,15 @@ def scheduler(exp: Experiment, target: Target, live: Live, window: Window) -> di
     summary = schedtrace.summarize(samples)
     summary["overflow_count"] = float(found.count)
     summary["overflow_longest"] = found.longest
+    verdict = found.to_dict()
+    if trace.incomplete and not found.fired:
+        # Part of the window is missing: no overflow seen is not "no overflow".
+        verdict["verdict"] = "trace incomplete"
     out = {"series": schedtrace.compact(samples), "summary": summary,
-           "overflow": found.to_dict(), "skipped": trace.skipped,
+           "overflow": verdict, "skipped": trace.skipped,
            "reasons": list(trace.reasons)[:5]}
+    if trace.incomplete:
+        out["incomplete"] = trace.incomplete
     if trace.source:
         out["source"] = trace.source
     return out

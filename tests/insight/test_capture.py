@@ -35,6 +35,8 @@ class Fake:
 
     routes: dict[str, tuple[int, bytes]]
     url: str = ""
+    cut: set[str] = field(default_factory=set)
+    """Paths whose answer stops half-way: the connection closes mid-body."""
     seen: list[tuple[str, dict[str, list[str]], float, float]] = field(default_factory=list)
 
 
@@ -53,6 +55,12 @@ def fake() -> Iterator[Fake]:
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            if parts.path in state.cut:
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
             self.wfile.write(body)
             state.seen.append((parts.path, query, start, time.monotonic()))
 
@@ -220,4 +228,24 @@ def test_the_demo_service_without_debug_pprof_refuses_with_the_reason(tmp_path: 
     finally:
         p.stop()
     assert "does not expose net/http/pprof" in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- issue 15.11: a capture's failures are the capture's, and bounded -------------------------
+
+def test_a_stream_that_breaks_mid_body_fails_the_capture_not_the_run(
+        fake: Fake, tmp_path: Path) -> None:
+    fake.routes = {"/debug/pprof/trace": (200, TRACE), "/debug/pprof/profile": (200, PROFILE)}
+    fake.cut = {"/debug/pprof/trace"}
+    with pytest.raises(MetricsError, match=r"trace\?seconds=1: the stream broke after \d+ "
+                                           r"bytes.*the cpu capture was written"):
+        capture(fake.url, ["trace", "cpu"], 1, tmp_path, "baseline")
+    assert not (tmp_path / "baseline.trace").exists(), "no half trace under the final name"
+    assert (tmp_path / "baseline.cpu.pprof").exists()
+
+
+def test_a_capture_over_the_size_cap_is_abandoned(fake: Fake, tmp_path: Path) -> None:
+    fake.routes = {"/debug/pprof/trace": (200, TRACE)}
+    with pytest.raises(MetricsError, match=rf"exceeds the cap of {len(TRACE) - 1} bytes"):
+        capture(fake.url, ["trace"], 1, tmp_path, "baseline", max_bytes=len(TRACE) - 1)
     assert list(tmp_path.iterdir()) == []
