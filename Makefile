@@ -3,7 +3,10 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 
-.PHONY: demo setup tools test lint clean
+.PHONY: demo setup tools controlplane test lint clean
+
+# Debian's PostgreSQL keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, off PATH.
+PG_BIN := $(lastword $(sort $(wildcard /usr/lib/postgresql/*/bin)))
 
 demo: setup tools
 	$(BIN)/autotune doctor
@@ -20,8 +23,14 @@ $(VENV)/.installed: pyproject.toml
 tools:
 	scripts/ensure-tools.sh
 
-test: setup tools
-	$(BIN)/python -m pytest -q
+# The Kubernetes tests' control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok), built from their Go modules once per machine (~10 min on 2 cores).
+controlplane: setup
+	scripts/controlplane.sh
+
+test: setup controlplane
+	scripts/ensure-tools.sh test
+	PATH="$(PATH):$(PG_BIN)" $(BIN)/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check autotune tests benchmarks

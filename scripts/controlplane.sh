@@ -7,7 +7,7 @@
 #   scripts/controlplane.sh          build if missing; print the directory of the binaries
 #   scripts/controlplane.sh --where  print that directory only (exit 1 if not built)
 #
-# The first build on a 2-core machine takes ~15 minutes (docs/measurements/controlplane-*.txt).
+# The first build on a 2-core machine takes ~9 minutes (docs/measurements/controlplane-*.txt).
 # Needs Go >= 1.26 (the machine's, else the one of the [local] extra) and the Go module proxy.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"

@@ -87,7 +87,7 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 # --- the Prometheus bearer token -----------------------------------------------------------------
 
 def _with_prometheus(exp: Experiment, results: Path, clock: Clock,
-                     context: str | None) -> Backends:
+                     context: str | None, preflight: bool) -> Backends:
     """The simulated target and injector, with metrics from the real Prometheus (through the
     registry the CLI builds backends from)."""
     world = simulated.World(simulated.world_path(exp, results))

@@ -613,8 +613,10 @@ def deployment_manifest(namespace: str, node: str, *, env: list[Obj] | None = No
         "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": replicas, "selector": {"matchLabels": labels},
-            # The controller's defaults (25% surge and unavailability) would keep an old pod
-            # next to a new one; the tests' rollouts replace the pods one by one the same way.
+            # Every new pod at once, no old pod removed before the new ones are available: a
+            # real rolling update, in one step instead of one per pod (faster tests).
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}},
             "template": {
                 "metadata": {"labels": labels, "annotations": dict(annotations or {})},
                 "spec": {
