@@ -28,8 +28,11 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
 
 def _local(exp: Experiment, results: Path, clock: Clock, context: str | None,
            preflight: bool) -> Backends:
+    from autotune.local.doctor import require
     from autotune.local.stack import build
 
+    if preflight:  # a run or a confirmation; cleanup must work on a machine missing a program
+        require(exp)
     return build(exp, results, clock)
 
 

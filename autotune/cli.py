@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on ADOPT, write DIR/<experiment>-patch.yaml (.env, .json, "
                         "-values.yaml) for a GitOps pipeline instead of printing; rewritten "
                         "only when the variables change; not with --force")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --write-to: replace the file even if autotune did not write it "
+                        "(it lacks autotune's first line)")
 
     p = add("history", "each night's study, environment, verdict, recommendation and objective; "
                        "also writes nights.{md,json,png}")
@@ -400,7 +403,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if code != 0 or args.write_to is None:
         print(text, file=sys.stdout if code == 0 else sys.stderr)
         return ExitCode(code)  # 1 (CONFIG) when nothing is exported: not ADOPT, no candidate
-    path, written = write_to(Path(args.write_to), exp.name, args.format, text)
+    path, written = write_to(Path(args.write_to), exp.name, args.format, text,
+                             overwrite=args.overwrite)
     print(f"wrote {path}" if written else f"unchanged {path} (same variables)")
     return ExitCode.OK
 

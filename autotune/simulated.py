@@ -9,6 +9,11 @@ The surface (the metric whose query is ``surface``): ``floor * (1 + sensitivity 
 ``d^2`` is the mean squared distance of the applied settings from the optimum with each parameter
 scaled to [0, 1]; multiplied by ``1 + (stress_factor - 1) * (fraction of the window under
 stress)``, then by ``1 + noise * N(0, 1)``.
+
+One run at a time per world: the target takes the world's run lock (``<state file>.lock``,
+``autotune.runlock``) when it is made and holds it as long as it exists, so a second run of the
+same world, or an ``autotune cleanup`` of it, is refused while a run holds it. Workers of one
+study with a world each (a shared storage) do not meet.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from autotune.errors import ChaosError, TargetError
 from autotune.experiment.models import Experiment, Parameter, Scalar, SimulatedTarget, Stress
 from autotune.live import Live, Matcher, Window
 from autotune.metrics.base import Reading, Unavailable
+from autotune.runlock import RunLock
 from autotune.targets.base import Env, NoiseProbe
 
 
@@ -97,11 +103,18 @@ def _parse(p: Parameter, text: str) -> Scalar:
     return int(text) if p.type == "int" else float(text)
 
 
+def run_lock(world: World) -> RunLock:
+    return RunLock(world.path.with_name(world.path.name + ".lock"),
+                   why=f"One run (or cleanup) of the simulated world {world.path} at a time")
+
+
 class SimulatedService:
-    """The Target of the simulated world."""
+    """The Target of the simulated world; holds the world's run lock while it exists."""
 
     def __init__(self, exp: Experiment, world: World, clock: Clock) -> None:
         assert exp.target.simulated is not None
+        self.lock = run_lock(world)
+        self.lock.acquire()
         self.exp, self.spec, self.world, self.clock = exp, exp.target.simulated, world, clock
         self._generation = 0
 

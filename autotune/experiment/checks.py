@@ -12,7 +12,85 @@ from autotune.experiment.models import (
     Scalar,
     _is_number,
 )
+from autotune.insight.overflow import STEP as OVERFLOW_STEP
 from autotune.metrics.promql import KNOWN_PLACEHOLDERS, placeholders
+
+# --- what the platform can do ------------------------------------------------------------------
+
+MIN_BURST = 1.0
+"""The shortest stress burst (seconds). Both platforms count a stress's duration in whole seconds
+(stress-ng's ``--timeout``, a StressChaos's ``spec.duration``: the dead-man switch each burst
+carries), and each burst costs an injection, a verification and a removal: tens of milliseconds
+locally (stress-ng started in the service's cgroup, its workers seen burning CPU), seconds on a
+cluster (a StressChaos created, reported Injected by chaos-daemon, deleted and gone)."""
+
+MIN_PAUSE = 1.0
+"""The shortest unstressed part of a burst cycle (``every - burst``), for the same reasons: the
+previous burst must be removed and verified gone before the next one is injected."""
+
+SCHEDTRACE_MIN = 0.1
+"""The finest ``measure.schedtrace`` period (seconds), also what ``true`` means. The runtime's
+sysmon prints a line per period (~150 bytes, longer with every P) while holding the scheduler's
+lock. Near 1 ms that is up to a thousand lock-holding prints a second in the service measured,
+and on a cluster ~150 KB/s of log: the 8 MiB the kubelet returns fill within a minute and the
+trace is incomplete. 100 ms gives the overflow detector five samples per 0.5 s step."""
+
+SCHEDTRACE_MAX = OVERFLOW_STEP
+"""The coarsest period: the overflow detector cuts the run queues into 0.5 s steps, and a step
+without a sample ends an overflow burst, so a coarser trace can never show an overflow."""
+
+MAX_RANGE_BOUND = float(2**53)
+"""Parameter bounds are floats, exact integers only up to 2^53; a far wider range overflows the
+sampler's arithmetic (Optuna's sampling of -1e308..1e308 raises OverflowError)."""
+
+# --- what the Go runtime takes -----------------------------------------------------------------
+# What Go (1.26: runtime/proc.go schedinit; mgcpacer.go readGOGC, readGOMEMLIMIT; string.go
+# parseByteCount) does with the text of each variable. A value it ignores leaves the variable as
+# good as unset: candidates that differ only there are the same configuration, and an export
+# would recommend the ignored value. A GOMEMLIMIT it cannot parse stops the service at start.
+
+GOMAXPROCS_MAX = 1024
+"""Four times the largest CPU limit of a local target (``target.local.cpus`` <= 256). Ps beyond
+the CPUs the service may use add only idle Ps and GC mark workers (a quarter of GOMAXPROCS run
+as dedicated workers during a cycle)."""
+GOGC_MAX = 2**31 - 1  # Go parses GOGC with strconv.ParseInt(s, 10, 32); larger is ignored
+GOMEMLIMIT_MIN = 1 << 20
+"""A limit below 1 MiB is below what the Go runtime itself needs (the GC would run without
+pause), and almost always a number meant in MiB written without its unit (a bare number is
+bytes)."""
+GOMEMLIMIT_MAX = 2**63 - 1  # larger overflows Go's int64: a malformed GOMEMLIMIT
+
+GO_DOMAINS = {
+    "GOMAXPROCS": f"an integer from 1 to {GOMAXPROCS_MAX} (Go ignores 0, negative and "
+                  "non-integer values: the variable would be as good as unset)",
+    "GOGC": f"an integer from 0 to {GOGC_MAX}, or off (Go reads every negative value as off: "
+            "write off; it ignores anything else)",
+    "GOMEMLIMIT": "a byte count from 1MiB to 2^63-1 bytes: digits with an optional B, KiB, MiB, "
+                  "GiB or TiB suffix (e.g. 512MiB; a bare number is bytes), or off (Go stops "
+                  "the service at start on anything else)",
+}
+"""The Go runtime variables autotune knows the values of, and those values in words."""
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_GO_BYTES = re.compile(r"([0-9]+)(?:([KMGT])iB|B)?")  # ^[0-9]+(([KMGT]i)?B)?$ in Go
+_BYTE_UNIT = {None: 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def go_value_fits(env: str, text: str) -> bool:
+    """Whether Go takes ``text`` as the value of ``env`` as it is meant (always True for a
+    variable not in ``GO_DOMAINS``)."""
+    if env == "GOMAXPROCS":
+        return _GO_INT.fullmatch(text) is not None and 1 <= int(text) <= GOMAXPROCS_MAX
+    if env == "GOGC":
+        return text == "off" or (_GO_INT.fullmatch(text) is not None
+                                 and 0 <= int(text) <= GOGC_MAX)
+    if env == "GOMEMLIMIT":
+        if text == "off":
+            return True
+        match = _GO_BYTES.fullmatch(text)
+        return match is not None and \
+            GOMEMLIMIT_MIN <= int(match[1]) * _BYTE_UNIT[match[2]] <= GOMEMLIMIT_MAX
+    return True
 
 
 def check(exp: Experiment) -> list[str]:
@@ -58,6 +136,37 @@ def _check_parameters(params: tuple[Parameter, ...]) -> list[str]:
                             f"parameters[{envs[p.env_var]}]")
         envs.setdefault(p.env_var, i)
         problems += _check_domain(p, at)
+        problems += _check_go(p, at)
+    return problems
+
+
+def _check_go(p: Parameter, at: str) -> list[str]:
+    """Every value of a GOMAXPROCS, GOGC or GOMEMLIMIT parameter is one Go takes as meant.
+    Ranges are intervals and so are Go's domains: their bounds decide."""
+    env = p.env_var
+    if env not in GO_DOMAINS:
+        return []
+    if p.type == "float":
+        memory = env == "GOMEMLIMIT"
+        use = "use type int (bytes) or categorical (e.g. 512MiB)" if memory else "use type int"
+        return [f"{at}.type: {env} takes integers: {use} (a float reaches Go as text such as "
+                f"'2.5' or '100000000.0', which it {'refuses' if memory else 'ignores'})"]
+    problems = []
+    if p.values is not None:
+        for j, v in enumerate(p.values):
+            if p.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
+                continue  # reported as not an integer
+            if not go_value_fits(env, p.format(v)):
+                problems.append(f"{at}.values[{j}]: {v!r} is not a value Go takes for {env}: "
+                                f"allowed: {GO_DOMAINS[env]}")
+        return problems
+    for field in ("low", "high"):
+        bound = getattr(p, field)
+        if bound is None or not float(bound).is_integer() or abs(bound) > MAX_RANGE_BOUND:
+            continue  # reported on the parameter
+        if not go_value_fits(env, p.format(bound)):
+            problems.append(f"{at}.{field}: {p.format(bound)} is not a value Go takes for {env}: "
+                            f"allowed: {GO_DOMAINS[env]}")
     return problems
 
 
@@ -71,7 +180,9 @@ def _check_domain(p: Parameter, at: str) -> list[str]:
         if p.low is None or p.high is None:
             missing = "low" if p.low is None else "high"
             return [f"{at}.{missing}: required (or give values)"]
-        problems = []
+        problems = [f"{at}.{field}: must be within ±2^53 ({MAX_RANGE_BOUND:.0f}): bounds "
+                    "beyond are not exact and overflow the sampler's arithmetic"
+                    for field in ("low", "high") if abs(getattr(p, field)) > MAX_RANGE_BOUND]
         if p.high <= p.low:
             problems.append(f"{at}.high: must be > low ({p.low:g})")
         if p.type == "int":
@@ -94,8 +205,6 @@ def _check_domain(p: Parameter, at: str) -> list[str]:
             problems.append(f"{where}: {v!r} is not an integer")
         elif p.type == "float" and not _is_number(v):
             problems.append(f"{where}: {v!r} is not a number")
-        elif p.type == "int" and p.env_var == "GOMAXPROCS" and isinstance(v, int) and v < 1:
-            problems.append(f"{where}: GOMAXPROCS must be >= 1")
         if any(v == s and type(v) is type(s) for s in seen):
             problems.append(f"{where}: duplicate value {v!r}")
         seen.append(v)
@@ -144,9 +253,12 @@ def _check_target(exp: Experiment) -> list[str]:
             "{port}" in a for a in t.local.command
         ):
             problems.append("target.local.port: required when command does not contain '{port}'")
-        for key in t.local.env:
+        for key, value in t.local.env.items():
             if key in {p.env_var for p in exp.parameters}:
                 problems.append(f"target.local.env.{key}: is set by a parameter; remove it here")
+            elif not go_value_fits(key, value):
+                problems.append(f"target.local.env.{key}: {value!r} is not a value Go takes for "
+                                f"{key}: allowed: {GO_DOMAINS[key]}")
     if t.kubernetes is not None and exp.prometheus.url is None:
         problems.append("prometheus.url: required for a kubernetes target "
                         "(autotune only starts its own Prometheus for local targets)")
@@ -232,13 +344,27 @@ def _check_measure(exp: Experiment) -> list[str]:
                             "rates over the window are defined")
     pattern = exp.chaos.pattern
     if not isinstance(pattern, str):
-        if pattern.burst <= 0:
-            problems.append("chaos.pattern.burst: must be > 0")
+        if pattern.burst < MIN_BURST:
+            problems.append(f"chaos.pattern.burst: {_ms(pattern.burst)} is shorter than 1s, the "
+                            "shortest burst the platforms deliver (stress-ng's --timeout and a "
+                            "StressChaos's duration are whole seconds; each burst is injected, "
+                            "verified and removed: tens of ms locally, seconds on a cluster)")
         if pattern.burst >= pattern.every:
             problems.append("chaos.pattern.burst: must be shorter than every")
+        elif pattern.every - pattern.burst < MIN_PAUSE:
+            problems.append(f"chaos.pattern.every: must be at least 1s longer than burst (got "
+                            f"{_ms(pattern.every)} and {_ms(pattern.burst)}): each burst is "
+                            "removed and verified gone before the next is injected")
         if pattern.every > exp.measure.window:
             problems.append("chaos.pattern.every: must not be longer than measure.window, "
                             "or the window may see no stress")
+    period = exp.measure.schedtrace_period
+    if period is not None and not SCHEDTRACE_MIN <= period <= SCHEDTRACE_MAX:
+        problems.append(f"measure.schedtrace: {_ms(period)} is outside 100ms..500ms (true: "
+                        "100ms): a finer period floods the service's log (a line per period, "
+                        "written under the scheduler's lock; on a cluster the kubelet returns "
+                        "at most 8 MiB, then the trace is incomplete), a coarser one leaves the "
+                        "overflow detector's 0.5s steps without samples")
     if exp.study.sampler == "grid":
         for i, p in enumerate(exp.parameters):
             if p.values is None and p.type == "float" and p.step is None:
@@ -274,3 +400,8 @@ def _check_study(exp: Experiment) -> list[str]:
         if missing:
             problems.append(f"{at}: missing {', '.join(missing)}")
     return problems
+
+
+def _ms(seconds: float) -> str:
+    """A period as a message shows it: 0.1ms, 1500ms, 2s."""
+    return f"{seconds:g}s" if seconds >= 2 and seconds.is_integer() else f"{seconds * 1000:g}ms"

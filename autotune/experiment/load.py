@@ -273,20 +273,28 @@ def _message(err: Any) -> str:
         return f"{_short(err['input'])} is not one of {ctx.get('expected')}"
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
+    if kind == "finite_number":
+        return f"must be a finite number, not {_short(err['input'])}"
     return f"{err['msg'].lower()} (got {_short(err['input'])})" if "input" in err else err["msg"]
 
 
 def format_validation_error(e: ValidationError) -> list[str]:
     by_path: dict[str, list[str]] = {}
+    non_finite: set[str] = set()
     for err in e.errors():
         path, is_key = _locate(err["loc"], Experiment)
         message = _message(err)
         if is_key:
             message = (f"a key must be text (got {_short(err['input'])}; quote it)"
                        if err["type"] == "string_type" else f"key: {message}")
+        elif err["type"] == "finite_number":
+            non_finite.add(path)
         by_path.setdefault(path, []).append(message)
     lines = []
     for path, messages in by_path.items():
+        if path in non_finite:
+            # A NaN where a union allows a number or text: "not a valid string" says nothing.
+            messages = [m for m in messages if m.startswith("must be a finite number")]
         unique = list(dict.fromkeys(messages))
         # A value that fits no member of a union yields one message per member: keep it short.
         lines.append(f"{path}: {unique[0]}" if len(unique) == 1

@@ -7,9 +7,11 @@ Pydantic checks structure (types, unknown keys, ranges of single fields); the cr
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -17,20 +19,43 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from autotune.experiment.durations import DURATION_PATTERN, parse_duration
 from autotune.experiment.expressions import Constraint, parse_constraint
 
+MAX_DURATION = 365 * 86400.0
+"""No period of a tuning run needs more than a year; far larger ones overflow the timers that
+wait for them (``time.sleep`` takes at most ~292 years) and crash a run that validated."""
+
+
+def _not_infinite(value: object) -> object:
+    """A YAML .nan/.inf is a float: refused like any non-finite number (the model config's
+    ``allow_inf_nan=False``), before ``parse_duration`` turns -.inf into "must not be
+    negative" and lets .nan through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    return value
+
+
+def _at_most_a_year(seconds: float) -> float:
+    if seconds > MAX_DURATION:
+        raise ValueError("must be at most 365d")
+    return seconds
+
+
 Duration = Annotated[
     float,
     BeforeValidator(parse_duration),
+    BeforeValidator(_not_infinite),  # the last one listed runs first
+    AfterValidator(_at_most_a_year),
     WithJsonSchema(
         {
             "anyOf": [
                 {"type": "string", "pattern": DURATION_PATTERN},
-                {"type": "number", "minimum": 0},
+                {"type": "number", "minimum": 0, "maximum": MAX_DURATION},
             ],
-            "description": "seconds, or a duration such as 500ms, 15s, 1m30s, 2h",
+            "description": "seconds, or a duration such as 500ms, 15s, 1m30s, 2h (at most 365d)",
         }
     ),
 ]
@@ -42,7 +67,9 @@ IDENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan: no number in an experiment may be NaN or infinite (YAML's .nan, .inf, or
+    # text such as "inf"): one rule for every float field, in every model, tuple and mapping.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 MAX_ENUMERATED = 10_000
@@ -264,10 +291,49 @@ class Chaos(Model):
     pattern: Literal["continuous"] | Burst = "continuous"
 
 
+PROMETHEUS_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+([/?#]\S*)?$"
+
+
+def _prometheus_url(url: object) -> object:
+    """``prometheus.url`` is checked here, not by a ``pattern``: pydantic's error for a pattern
+    quotes the value, and this one may hold a password (``https://user:password@host``). No
+    message shows it."""
+    if not isinstance(url, str):
+        return url  # None, or not text: reported as such
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ValueError("must start with http:// or https:// (the value is not shown: it may "
+                         "hold a password)")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError("has a space or a control character (percent-encode it)")
+    authority = rest
+    for stop in "/?#":
+        authority = authority.split(stop, 1)[0]
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):  # an IPv6 address
+        name, _, port = host[1:].partition("]")
+        port = port.removeprefix(":")
+    else:
+        name, _, port = host.partition(":")
+    if not name:
+        raise ValueError("has no host")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError("the port is not a number from 1 to 65535 (a '/', '?', '#' or '@' in "
+                         "the user name or password must be percent-encoded: %2F, %3F, %23, "
+                         "%40)")
+    return url
+
+
 class Prometheus(Model):
-    url: str | None = Field(
+    url: Annotated[
+        str | None,
+        BeforeValidator(_prometheus_url),
+        WithJsonSchema({"anyOf": [{"type": "string", "pattern": PROMETHEUS_URL_PATTERN},
+                                  {"type": "null"}]}),
+    ] = Field(
         default=None,
-        description="an existing Prometheus; omit for local targets to start a private one",
+        description="an existing Prometheus (http:// or https://; a user and password in it are "
+                    "sent as HTTP basic auth); omit for local targets to start a private one",
     )
     scrape_interval: Duration = Field(
         default=1.0,

@@ -17,6 +17,7 @@ import http.client
 import math
 import os
 import shlex
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -27,6 +28,7 @@ from typing import Literal, Protocol
 import requests
 import urllib3
 
+from autotune.deadline import chunks
 from autotune.errors import MetricsError
 
 Kind = Literal["trace", "cpu"]
@@ -98,7 +100,8 @@ class Transport(Protocol):
         """The URL that ``path`` is fetched from, for messages."""
 
     def get(self, path: str, timeout: float) -> AbstractContextManager[Answer]:
-        """The answer to ``GET path``, streaming; transport failures raise MetricsError."""
+        """The answer to ``GET path``, streaming, the whole of it within ``timeout`` (plus the
+        connect); transport failures raise MetricsError, a late answer TimeoutError."""
 
 
 @dataclass(frozen=True)
@@ -120,9 +123,10 @@ class Direct:
     @contextlib.contextmanager
     def get(self, path: str, timeout: float) -> Iterator[Answer]:
         try:
+            deadline = time.monotonic() + CONNECT_TIMEOUT + timeout
             with requests.get(self.where(path), stream=True,
                               timeout=(CONNECT_TIMEOUT, timeout)) as r:
-                yield Answer(r.status_code, r.reason, r.iter_content(CHUNK))
+                yield Answer(r.status_code, r.reason, chunks(r.raw, deadline, CHUNK))
         except requests.RequestException as e:
             raise MetricsError(f"{self.where(path)}: {e}") from None
 

@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from autotune.clock import Clock
+from autotune.deadline import read_body
 from autotune.errors import PrerequisiteError
 from autotune.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, api_error
 from autotune.kubernetes.objects import (
@@ -57,6 +59,9 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 RETRIABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
+# The whole answer of a request (after its headers) within this: a server that trickles it keeps
+# every read inside READ_TIMEOUT forever (autotune.deadline).
+BODY_DEADLINE = 60.0
 # A watch that stays silent this much longer than its own server-side timeout is a dead
 # connection, not a quiet one.
 WATCH_GRACE = 15.0
@@ -124,9 +129,10 @@ class Kube:
     """A connected client. Every call is retried on transient failures, bounded."""
 
     def __init__(self, api: client.ApiClient, clock: Clock, *, attempts: int = 5,
-                 backoff: float = 0.5) -> None:
+                 backoff: float = 0.5, body_deadline: float = BODY_DEADLINE) -> None:
         self.api, self.clock = api, clock
         self.attempts, self.backoff = attempts, backoff
+        self.body_deadline = body_deadline
         self.host = str(api.configuration.host)
 
     # --- the one request path -----------------------------------------------------------
@@ -180,11 +186,21 @@ class Kube:
     def _json(self, verb: str, method: str, kind: Kind, what: str, path: str,
               **kwargs: Any) -> Obj:
         response = self._request(verb, method, kind, what, path, **kwargs)
+        data: Obj = json.loads(self._body(response, verb, what) or b"{}")
+        return data
+
+    def _body(self, response: Any, verb: str, what: str) -> bytes:
         try:
-            data: Obj = json.loads(response.data or b"{}")
+            return read_body(response, time.monotonic() + self.body_deadline)
+        except TimeoutError:
+            raise Unreachable(f"the Kubernetes API server at {self.host} did not finish its "
+                              f"answer to {verb} {what} within {self.body_deadline:g} s") \
+                from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise Unreachable(f"the answer of the Kubernetes API server at {self.host} to "
+                              f"{verb} {what} broke off: {e}") from e
         finally:
             response.release_conn()
-        return data
 
     # --- reading ------------------------------------------------------------------------
 
@@ -216,10 +232,7 @@ class Kube:
             query={"container": container, "timestamps": "true",
                    "sinceSeconds": str(max(1, since_seconds)), "limitBytes": str(limit_bytes)},
             accept="*/*")  # the log is text/plain, as the generated client asks
-        try:
-            data = bytes(response.data or b"")
-        finally:
-            response.release_conn()
+        data = self._body(response, "get", what)
         return data.decode(errors="replace"), len(data) >= limit_bytes
 
     def proxy_get(self, namespace: str, pod: str, port: int, path: str,
@@ -356,17 +369,20 @@ class Kube:
             try:
                 for kind, obj in self.watch(sel, version, min(remaining, every)):
                     version = str(obj.get("metadata", {}).get("resourceVersion") or version)
-                    if kind == "BOOKMARK":
-                        continue
-                    if kind == "DELETED":
-                        state.pop(name_of(obj), None)
-                    else:
-                        state[name_of(obj)] = obj
-                    found = until(state)
-                    if found is not None:
-                        return found
-                    if poll is not None:
-                        poll(state)
+                    if kind != "BOOKMARK":
+                        if kind == "DELETED":
+                            state.pop(name_of(obj), None)
+                        else:
+                            state[name_of(obj)] = obj
+                        found = until(state)
+                        if found is not None:
+                            return found
+                        if poll is not None:
+                            poll(state)
+                    # The server ends a watch at its timeoutSeconds; one (or a proxy) that does
+                    # not, and keeps it busy with events or bookmarks, must not hold us past ours.
+                    if self.clock.monotonic() > deadline + WATCH_GRACE:
+                        return None
             except _Broken as e:
                 log.debug("watch of %s broke (%s); listing again", sel.describe(), e)
                 if deadline - self.clock.monotonic() <= 0:

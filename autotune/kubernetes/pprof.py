@@ -10,12 +10,14 @@ service but the pprof handlers on that port: no Service, no port-forward.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from autotune.deadline import chunks
 from autotune.errors import MetricsError
 from autotune.insight.capture import CHUNK, Answer
-from autotune.kubernetes.client import Kube, proxy_path
+from autotune.kubernetes.client import CONNECT_TIMEOUT, Kube, proxy_path
 from autotune.kubernetes.errors import ApiError, Forbidden, NotFound
 
 # What a 502/503/504 from the pod proxy means: the API server itself could not reach the pod.
@@ -41,6 +43,7 @@ class PodProxy:
 
     @contextlib.contextmanager
     def get(self, path: str, timeout: float) -> Iterator[Answer]:
+        deadline = time.monotonic() + CONNECT_TIMEOUT + timeout
         try:
             response = self.kube.proxy_get(self.namespace, self.pod, self.port, path, timeout)
         except NotFound as e:  # the pod's own 404 comes back as the proxy's
@@ -56,6 +59,6 @@ class PodProxy:
             return
         try:
             yield Answer(int(response.status), str(response.reason or ""),
-                         response.stream(CHUNK))
+                         chunks(response, deadline, CHUNK))
         finally:
             response.release_conn()

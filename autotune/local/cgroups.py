@@ -26,22 +26,48 @@ Isolation, best first:
   ``ceil(cpus)`` CPUs, which limits parallelism but not time.
 
 Every trial records which one it got, and why not a better one (``note``).
+
+Looking changes nothing: ``detect()`` (run by ``autotune cleanup`` and ``doctor`` too) only
+reads. On cgroup v2 a root that does not yet enable ``cpu`` (or ``cpuset``) for its children
+has it enabled by ``create()``, for the run, and disabled again by ``remove()`` unless another
+autotune group still exists (or the kernel refuses: someone uses it now).
+
+Whose group is it: ``stale()`` takes exactly ``<prefix>-<digits>`` (cleaning experiment ``api``
+never touches ``autotune-api-canary-<pid>``). Its owner is recorded on the group directory
+(the extended attribute ``user.autotune.owner``: PID, process start time, PID namespace, run
+lock), because a PID is only meaningful in its own PID namespace: a run as PID 7 of a container
+makes ``autotune-<name>-7``, and on the host ``/proc/7`` is someone else or nobody. A group
+made in this PID namespace is alive while that very process is (PID and start time); one made
+in another is alive unless this process holds the run lock its owner held
+(``autotune.runlock``: the owner took it before making the group and kept it until it died, and
+flock works across namespaces) - so the next run of that experiment, wherever it runs, removes
+it, and nobody else does. A group without the record (an older autotune, a kernel without
+extended attributes on cgroupfs) is judged by the PID in its name, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import math
 import os
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from autotune import pids, runlock
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError
+
+log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
 CHILDREN = ("service", "tools")
+OWNER_XATTR = "user.autotune.owner"
 
 
 @dataclass(frozen=True)
@@ -54,10 +80,14 @@ class Mode:
     """Where a cpuset can be made (v1: the cpuset hierarchy; v2: the same root); None if not."""
     cpuset_reason: str = ""
     """Why no cpuset can be made, when ``cpuset_root`` is None."""
+    enable: tuple[str, ...] = ()
+    """cgroup v2: controllers the root does not enable for its children yet; ``create()``
+    enables them for the run."""
 
 
 def _writable_dir(path: Path) -> bool:
-    probe = path / f"autotune-probe-{os.getpid()}"
+    # Not "autotune-<...>": no experiment's stale() pattern may ever match a probe.
+    probe = path / f"autotune.probe-{os.getpid()}"
     try:
         probe.mkdir()
     except OSError:
@@ -68,21 +98,27 @@ def _writable_dir(path: Path) -> bool:
 
 
 def detect(root: Path = ROOT) -> Mode:
-    """Which isolation this machine allows us, and why not the better ones."""
+    """Which isolation this machine allows us, and why not the better ones. Changes nothing
+    (but for a directory made and removed at once, to see that it can be)."""
     reasons = []
     controllers = root / "cgroup.controllers"
     if controllers.exists():
         available = controllers.read_text().split()
         if "cpu" in available and _writable_dir(root):
             subtree = (root / "cgroup.subtree_control").read_text().split()
-            if "cpu" in subtree or _enable_v2(root, "cpu"):
+            busy = _holds_processes(root)
+            if "cpu" in subtree or not busy:
+                enable = () if "cpu" in subtree else ("cpu",)
                 if "cpuset" not in available:
-                    return Mode("v2", root, root, cpuset_reason="cgroup v2: no cpuset controller")
-                if "cpuset" in subtree or _enable_v2(root, "cpuset"):
-                    return Mode("v2", root, root, cpuset_root=root)
-                return Mode("v2", root, root,
-                            cpuset_reason="cgroup v2: cannot enable the cpuset controller")
-            reasons.append("cgroup v2: cannot enable the cpu controller for children")
+                    return Mode("v2", root, root, cpuset_reason="cgroup v2: no cpuset controller",
+                                enable=enable)
+                if "cpuset" in subtree or not busy:
+                    return Mode("v2", root, root, cpuset_root=root,
+                                enable=enable + (() if "cpuset" in subtree else ("cpuset",)))
+                return Mode("v2", root, root, enable=enable,
+                            cpuset_reason=f"cgroup v2: cannot enable the cpuset controller: "
+                                          f"{busy}")
+            reasons.append(f"cgroup v2: cannot enable the cpu controller for children: {busy}")
         else:
             reasons.append("cgroup v2: cpu controller missing or not writable")
     cpu = root / "cpu"
@@ -105,12 +141,52 @@ def detect(root: Path = ROOT) -> Mode:
     return Mode("affinity", reason="; ".join(reasons))
 
 
-def _enable_v2(root: Path, controller: str) -> bool:
+def _holds_processes(root: Path) -> str:
+    """Why ``root`` cannot enable controllers for its children ("" if it can): cgroup v2 lets
+    only a group without processes of its own do that, the hierarchy's root excepted (the root
+    has no ``cgroup.type``; the root of a container's cgroup namespace has one)."""
+    if not (root / "cgroup.type").exists():
+        return ""
     try:
-        (root / "cgroup.subtree_control").write_text(f"+{controller}")
-    except OSError:
-        return False
-    return True
+        if not (root / "cgroup.procs").read_text().split():
+            return ""
+    except OSError as e:
+        return f"{root}/cgroup.procs: {e.strerror or e}"
+    return (f"{root} holds processes (cgroup v2 enables controllers only in a group without "
+            "any: move them into a child group, as systemd and container runtimes do)")
+
+
+def _owner_record(lock: runlock.RunLock | None) -> bytes:
+    me = os.getpid()
+    identity = lock.identity if lock is not None else None
+    return json.dumps({
+        "pid": me, "start": pids.start_time(me), "pidns": runlock.pid_namespace(),
+        "host": socket.gethostname(), "lock": list(identity) if identity else None,
+        "lock_path": str(lock.path.resolve()) if lock is not None else None,
+    }).encode()
+
+
+def _read_owner(path: Path) -> dict[str, Any] | None:
+    try:
+        raw = json.loads(os.getxattr(path, OWNER_XATTR))
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def owner_alive(name_pid: int, owner: dict[str, Any] | None) -> bool:
+    """Whether the run that made a group is alive, from its owner record (see the module
+    docstring); without one, from the PID in its name."""
+    if owner is None:
+        return pids.alive(name_pid, None)
+    if owner.get("pidns") == runlock.pid_namespace():
+        return pids.alive(int(owner.get("pid") or name_pid), owner.get("start"))
+    # Made from another PID namespace, whose PIDs mean nothing here. Its owner held its run
+    # lock until it died: if this process holds that lock now, the owner is dead; else the
+    # experiment's next run, which will hold it, decides.
+    lock = owner.get("lock")
+    return not (isinstance(lock, list) and len(lock) == 2
+                and runlock.holds((int(lock[0]), int(lock[1]))))
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -189,6 +265,11 @@ class CpuLimit:
     join_tools: bool = True
     """With a v1 cpuset, move this process (autotune) into ``tools/`` while the limit exists."""
     clock: Clock = field(default_factory=SystemClock)
+    lock: runlock.RunLock | None = None
+    """The run lock of the run this limit belongs to: recorded as the groups' owner (see
+    ``stale``), and held as long as the limit exists."""
+    enabled: list[str] = field(default_factory=list)
+    """cgroup v2 controllers this limit enabled in the root (``remove()`` disables them)."""
     dirs: list[Path] = field(default_factory=list)
     cpu_set: set[int] = field(default_factory=set)
     service_cpus: list[int] = field(default_factory=list)
@@ -261,12 +342,18 @@ class CpuLimit:
             available = sorted(os.sched_getaffinity(0))
             self.cpu_set = set(available[-n:])
             return
+        if self.mode.kind == "v2":
+            self._enable_root()
         roots = self._roots()
+        owner = _owner_record(self.lock)
         for root in roots:
             for path in (root / self.name, *(root / self.name / c for c in CHILDREN)):
                 path.mkdir(parents=True, exist_ok=True)
                 if path not in self.dirs:
                     self.dirs.append(path)
+                if path == root / self.name:
+                    with contextlib.suppress(OSError):  # no xattrs here: judged by the name
+                        os.setxattr(path, OWNER_XATTR, owner)
         assert self.mode.cpu_root is not None
         base = self.mode.cpu_root / self.name
         quota = max(1000, round(self.cpus * PERIOD_US))
@@ -283,6 +370,40 @@ class CpuLimit:
             self._write_cpusets()
             if self.join_tools and self.mode.kind == "v1":
                 self._join_tools()
+
+    def _enable_root(self) -> None:
+        """Enable in the root, for the run, the controllers it does not enable yet."""
+        assert self.mode.cpu_root is not None
+        control = self.mode.cpu_root / "cgroup.subtree_control"
+        wanted = [c for c in self.mode.enable if c == "cpu" or self.service_cpus]
+        for controller in wanted:
+            if controller in control.read_text().split() or controller in self.enabled:
+                continue
+            try:
+                control.write_text(f"+{controller}")
+            except OSError as e:
+                raise PrerequisiteError(
+                    f"cannot enable the {controller} controller in {control}: "
+                    f"{e.strerror or e} (target.local.isolation: affinity needs no cgroup)"
+                ) from None
+            self.enabled.append(controller)
+
+    def _disable_root(self) -> None:
+        """Undo ``_enable_root`` unless another autotune group may use the controllers."""
+        if not self.enabled or self.mode.cpu_root is None:
+            return
+        root = self.mode.cpu_root
+        others = [p.name for p in root.glob("autotune-*") if p.is_dir() and p.name != self.name]
+        if others:
+            log.debug("leaving %s enabled in %s: %s may use it", self.enabled, root, others)
+            self.enabled.clear()
+            return
+        while self.enabled:
+            controller = self.enabled.pop()
+            try:
+                (root / "cgroup.subtree_control").write_text(f"-{controller}")
+            except OSError as e:  # EBUSY: a group made since uses it
+                log.debug("leaving %s enabled in %s: %s", controller, root, e.strerror or e)
 
     def _write_cpusets(self) -> None:
         """CPUs (and, on v1, memory nodes) of the parent first, then of each child."""
@@ -385,6 +506,7 @@ class CpuLimit:
         for path in sorted(set(targets), key=lambda p: (-len(p.parts), str(p))):
             self._rmdir(path, deadline)
         self.dirs.clear()
+        self._disable_root()
         return leftovers
 
 
@@ -409,13 +531,25 @@ class CpuLimit:
 
 
 def stale(prefix: str, mode: Mode) -> list[CpuLimit]:
-    """Cgroups named ``<prefix>-<pid>`` whose creating process is gone (in any hierarchy)."""
-    found: dict[str, CpuLimit] = {}
+    """Cgroups named exactly ``<prefix>-<pid>`` whose creating run is gone (in any hierarchy;
+    see the module docstring for how that is known)."""
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
+    groups: dict[str, list[Path]] = {}
     for root in (mode.cpu_root, mode.acct_root, mode.cpuset_root):
         if root is None:
             continue
         for path in root.glob(f"{prefix}-*"):
-            pid = path.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                found.setdefault(path.name, CpuLimit(mode=mode, cpus=1.0, name=path.name))
-    return list(found.values())
+            if pattern.fullmatch(path.name) and path.is_dir():
+                groups.setdefault(path.name, []).append(path)
+    found = []
+    for name, paths in sorted(groups.items()):
+        owner = next((o for o in map(_read_owner, paths) if o is not None), None)
+        pid = int(name.rsplit("-", 1)[1])
+        if owner_alive(pid, owner):
+            if owner is not None and owner.get("pidns") != runlock.pid_namespace():
+                log.info("cgroup %s: made by pid %s of another PID namespace, whose run lock "
+                         "(%s) this run does not hold: left to that experiment's next run",
+                         name, owner.get("pid"), owner.get("lock_path"))
+            continue
+        found.append(CpuLimit(mode=mode, cpus=1.0, name=name))
+    return found

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from autotune.errors import AutotuneError
+from autotune import redaction
+from autotune.errors import AutotuneError, PrerequisiteError
+from autotune.experiment.models import Experiment
 from autotune.local import cgroups, gobuild, proc
 from autotune.readiness import Check
 
@@ -23,11 +25,13 @@ def _go() -> Check:
 
 
 def _binary(name: str, env: str, package: str) -> Check:
-    found = os.environ.get(env) or shutil.which(name)
+    fix = f"apt-get install --no-install-recommends {package} (or set {env})"
+    configured = os.environ.get(env)
+    found = shutil.which(configured) if configured else shutil.which(name)
     if not found:
-        return Check(name, False, "not found",
-                     f"apt-get install --no-install-recommends {package} (or set {env})")
-    code, out = proc.run([found, "--version"], timeout=30)
+        return Check(name, False, f"{env}={configured} is not an executable program"
+                     if configured else "not found on PATH", fix)
+    code, out = proc.run([found, "--version"], env=redaction.tool_env(), timeout=30)
     first = out.strip().splitlines()[0] if out.strip() else ""
     return Check(name, code == 0, f"{first} ({found})")
 
@@ -50,3 +54,19 @@ def _isolation() -> Check:
 def local_checks() -> list[Check]:
     return [_go(), _binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng"),
             _binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus"), _isolation()]
+
+
+def require(exp: Experiment) -> None:
+    """Refuse a local run, before anything starts, when a program it needs is missing: without
+    this the run started and failed trial after trial ("apply: prometheus not found"). The CPU
+    limit is not required here: without cgroups the run falls back to CPU affinity and says so,
+    and an isolation the experiment asks for explicitly is refused by the stack itself."""
+    needed = [_go(), _binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng")]
+    if exp.prometheus.url is None:  # else the experiment's own Prometheus is used
+        needed.append(_binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus"))
+    missing = [c for c in needed if not c.ok]
+    if missing:
+        raise PrerequisiteError(
+            "this machine cannot run the local target (autotune doctor): " + "; ".join(
+                f"{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")
+                for c in missing))

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from autotune import redaction
 from autotune.errors import PrerequisiteError
 from autotune.local import proc
 
@@ -50,7 +51,8 @@ def go_version(go: str) -> tuple[int, int, str]:
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
+    # Not autotune's own variables (the storage URL with its password): the toolchain needs none.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(redaction.OWN_PREFIX)}
     env.update(GOTOOLCHAIN="local", GOPROXY="off", CGO_ENABLED="0", GOFLAGS="-mod=mod",
                GOCACHE=str(cache_dir() / "go-build"), GOPATH=str(cache_dir() / "gopath"))
     return env

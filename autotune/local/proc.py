@@ -57,7 +57,9 @@ class Registry:
 
     def _save(self, entries: list[Entry]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        # One writer per experiment (the run lock, autotune.runlock); a temporary file of its
+        # own all the same, so that no other process can ever rename it away half-written.
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps([e.__dict__ for e in entries], indent=1))
         os.replace(tmp, self.path)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import requests
 
+from autotune import redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
 from autotune.local import proc
@@ -98,6 +99,7 @@ class EmbeddedPrometheus:
             "--log.level=warn",
         ]
         self.process = proc.start(argv, role="prometheus", registry=self.registry,
+                                  env=redaction.tool_env(),  # none of autotune's secrets
                                   log_path=self.logs / "prometheus.log",
                                   cgroup_procs=self.cgroup_procs)
         process = self.process

@@ -9,24 +9,35 @@ in the meantime is not used, and its generation number is skipped, so a label is
 series from our own processes of that generation.
 
 With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibrate``).
+
+Secrets stay where they are used (see ``autotune.redaction``). The service gets autotune's
+environment without autotune's own variables (``AUTOTUNE_*``, the storage URL among them) and
+without the variable ``prometheus.token_env`` names, plus its ``env`` and the candidate's; the load
+generator gets only PATH, HOME, the locale and the Go runtime's variables. The load's headers and
+body reach the generator through a memory file it reads at start, never its argv (which any user
+can read in /proc) nor the disk. ``describe()`` (the study's record of the target, the nightly
+fingerprint, the reports) keeps the header names, the values of the content headers and the
+body's size; the command's arguments without the credentials of URLs and the values of
+arguments named like secrets.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from autotune import pids
+from autotune import pids, redaction
 from autotune.clock import Clock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
@@ -112,13 +123,16 @@ class LocalService:
         return [str(binary), "-addr", f"127.0.0.1:{port}"]
 
     def describe(self) -> dict[str, Any]:
+        load = self.spec.load.model_dump(mode="json")
+        load.update(headers=redaction.headers(self.spec.load.headers),
+                    body=redaction.body(self.spec.load.body))
         out: dict[str, Any] = {
             "kind": "local",
             "workload": "command" if self.spec.command else (self.spec.workload or "demo"),
-            "command": list(self.spec.command) if self.spec.command else None,
+            "command": redaction.argv(self.spec.command) if self.spec.command else None,
             "cpus": self.spec.cpus,
             **self.limit.facts(),
-            "load": self.spec.load.model_dump(mode="json"),
+            "load": load,
             "load_rate": self.load_rate if self.load_rate is not None
             else "auto (calibrated at the first apply)",
             "host_cpus": os.cpu_count(),
@@ -203,7 +217,7 @@ class LocalService:
             prepare()
 
     def _service_env(self, env: Env) -> dict[str, str]:
-        full = dict(os.environ)
+        full = redaction.child_env([self.exp.prometheus.token_env])
         for p in self.exp.parameters:
             full.pop(p.env_var, None)  # "unset" must mean unset, whatever the caller's shell has
         full.update(self.spec.env)
@@ -313,13 +327,31 @@ class LocalService:
             # A dead-man switch: the load stops by itself even if we are killed.
             "-max-duration", f"{max_seconds}s",
         ]
-        if load.body:
-            argv += ["-body", load.body]
-        for key, value in load.headers.items():
-            argv += ["-header", f"{key}: {value}"]
-        gen = proc.start(argv, role="loadgen", registry=self.registry,
-                         log_path=self.logs / "loadgen.log",
-                         cgroup_procs=self.limit.procs_files("tools"))
+        with self._request_file() as request:
+            gen = proc.start(argv + request, role="loadgen", env=redaction.tool_env(),
+                             registry=self.registry, log_path=self.logs / "loadgen.log",
+                             cgroup_procs=self.limit.procs_files("tools"))
+            self._await_loadgen(gen, load_port)
+        return gen
+
+    @contextlib.contextmanager
+    def _request_file(self) -> Iterator[list[str]]:
+        """The arguments that give the generator the load's headers and body: a memory file
+        of ours (never on disk), which it opens by ``/proc/<our pid>/fd/<n>`` and reads as it
+        starts; closed once it is up. Not its argv, which any user can read in /proc."""
+        load = self.spec.load
+        if not load.headers and not load.body:
+            yield []
+            return
+        fd = os.memfd_create("autotune-load-request", os.MFD_CLOEXEC)
+        try:
+            with open(fd, "wb", closefd=False) as f:
+                f.write(json.dumps({"headers": dict(load.headers), "body": load.body}).encode())
+            yield ["-request-file", f"/proc/{os.getpid()}/fd/{fd}"]
+        finally:
+            os.close(fd)
+
+    def _await_loadgen(self, gen: proc.Process, load_port: int) -> None:
         url = f"http://127.0.0.1:{load_port}/healthz"
 
         def up() -> bool:
@@ -336,7 +368,6 @@ class LocalService:
         except BaseException:
             gen.stop(clock=self.clock)
             raise
-        return gen
 
     # --- load calibration ------------------------------------------------------------------
 

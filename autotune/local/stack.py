@@ -4,6 +4,11 @@ cgroup, a private Prometheus (unless the experiment names one).
 One process registry (``results/<name>/processes.json``) records every process the three start,
 so a later run or ``autotune cleanup`` can stop what a killed run left behind. The service tells
 the private Prometheus its next generation's scrape targets ahead of time (``announce``).
+
+Before anything else, ``build`` takes the experiment's run lock, ``results/<name>/run.lock``
+(``autotune.runlock``), held as long as the backends exist: a second run of the experiment, or
+an ``autotune cleanup`` of it, is refused while a run holds it; the CPU limit records it as the
+owner of its cgroups.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from autotune.metrics.prometheus import (
     PrometheusUnreachable,
     configured_interval,
 )
+from autotune.runlock import RunLock
 from autotune.study.trial import Backends
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,14 @@ def choose_mode(exp: Experiment, detect: cgroups.Mode | None = None) -> cgroups.
     return mode
 
 
-def make_limit(exp: Experiment, mode: cgroups.Mode, clock: Clock) -> cgroups.CpuLimit:
+def run_lock(exp: Experiment, results: Path) -> RunLock:
+    return RunLock(results / "run.lock",
+                   why=f"One run (or cleanup) of experiment {exp.name!r} at a time: two would "
+                       "share its service log, its process registry and its study's queue")
+
+
+def make_limit(exp: Experiment, mode: cgroups.Mode, clock: Clock,
+               lock: RunLock | None = None) -> cgroups.CpuLimit:
     """``auto`` gets a cpuset where the host can leave the service more CPUs than its quota
     (see ``cgroups``), ``cpuset`` wherever one can be written (saying loudly when it cannot,
     or when it is tight), ``cgroup`` the quota alone."""
@@ -53,7 +66,7 @@ def make_limit(exp: Experiment, mode: cgroups.Mode, clock: Clock) -> cgroups.Cpu
     limit = cgroups.CpuLimit(mode=mode, cpus=exp.target.local.cpus,
                              name=f"{cgroup_prefix(exp)}-{os.getpid()}",
                              want_cpuset=wanted in ("auto", "cpuset"),
-                             tight_cpuset=wanted == "cpuset", clock=clock)
+                             tight_cpuset=wanted == "cpuset", clock=clock, lock=lock)
     if wanted == "cpuset" and limit.note:
         log.warning("target.local.isolation is cpuset: %s%s", limit.note,
                     "" if limit.isolation == "cpuset" else "; using the CPU quota alone")
@@ -62,9 +75,11 @@ def make_limit(exp: Experiment, mode: cgroups.Mode, clock: Clock) -> cgroups.Cpu
 
 def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
     assert exp.target.local is not None
+    lock = run_lock(exp, results)
+    lock.acquire()  # released when the limit that keeps it goes (or at exit, by the kernel)
     registry = proc.Registry(results / "processes.json")
     logs = results / "logs"
-    limit = make_limit(exp, choose_mode(exp), clock)
+    limit = make_limit(exp, choose_mode(exp), clock, lock)
     embedded = None
     if exp.prometheus.url is None:
         embedded = EmbeddedPrometheus(exp.prometheus.scrape_interval, registry, logs,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune import pids
+from autotune import pids, redaction
 from autotune.chaos.base import Injection
 from autotune.clock import Clock, wait_until
 from autotune.errors import ChaosError, StressNotRecovered
@@ -59,6 +59,7 @@ class StressNgInjector:
             raise ChaosError("the target did not say where it runs (no cgroup, no CPU set)")
         inj_id = f"stress-ng-{labels.get('autotune/trial', 'x')}-{uuid.uuid4().hex[:6]}"
         p = proc.start(argv(stress_ng_binary(), stress, duration), role="stress-ng",
+                       env=redaction.tool_env(),  # none of autotune's secrets
                        registry=self.registry, cgroup_procs=procs_files, cpus=cpus or None)
         self.running[inj_id] = p
         try:

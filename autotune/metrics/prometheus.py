@@ -20,6 +20,13 @@ the spacing of the service's ``up`` samples, else autotune refuses to start and 
 to set. The private Prometheus's 1 s is never assumed for a server we did not configure. Before
 a window starts, every pod of the candidate must have been scraped successfully
 (``up{pod=...} == 1``), or the window's first intervals would be missing.
+
+Credentials are used and never written. A user and password in ``prometheus.url``
+(``https://user:password@host``) are taken out of the URL when the client is made and sent as
+HTTP basic auth, so no request, and no error message of requests or urllib3, has a URL with a
+password; the bearer token and header values go in headers, which no message quotes. Every
+message made of a library's exception is scrubbed of them all the same (``redaction.scrub``),
+before it is cut short.
 """
 
 from __future__ import annotations
@@ -41,7 +48,9 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from autotune import redaction
 from autotune.clock import Clock, wait_until
+from autotune.deadline import TotalDeadline
 from autotune.errors import MetricsError
 from autotune.experiment.durations import format_duration, parse_duration
 from autotune.experiment.models import Prometheus
@@ -71,7 +80,8 @@ class PrometheusUnreachable(MetricsError):
     that has no backend): nothing about it, its scrape interval included, can be known now."""
 
 
-def _auth_headers(config: Prometheus) -> dict[str, str]:
+def _auth_headers(config: Prometheus) -> tuple[dict[str, str], str | None]:
+    """The headers of every request, and the bearer token among them (None without one)."""
     headers = dict(config.headers)
     token = None
     if config.token_env:
@@ -90,7 +100,7 @@ def _auth_headers(config: Prometheus) -> dict[str, str]:
                            "character (a line break inside it?)")
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return headers
+    return headers, token or None
 
 
 def interpret(result: Any, query: str, at: float | None = None) -> Reading:
@@ -210,6 +220,8 @@ class PrometheusSource:
         self.warmup, self.window = warmup, window
         self._client: PrometheusConnect | None = None
         self._session: requests.Session | None = None
+        self._secrets: tuple[str, ...] = ()
+        """What ``client()`` sends to authenticate, scrubbed from every message."""
         self._learned: float | None = None
         # What this experiment says (our private Prometheus: what we configured it with), never
         # the field's default for a server we did not configure.
@@ -280,7 +292,7 @@ class PrometheusSource:
             transport = isinstance(e, requests.RequestException) and not isinstance(
                 e, requests.HTTPError)
             reached = reached or not transport
-            unserved.append(f"{endpoint}: {type(e).__name__}: {str(e)[:200]}")
+            unserved.append(f"{endpoint}: {type(e).__name__}: {self._reason(e, 200)}")
 
         try:
             targets = client.get_targets(state="active")
@@ -340,9 +352,9 @@ class PrometheusSource:
                 end_time=dt.datetime.fromtimestamp(end, dt.UTC), step=f"{step:g}",
                 params={"start": f"{start:.3f}", "end": f"{end:.3f}"})
         except PrometheusApiClientException as e:
-            return Unavailable(f"query rejected: {str(e)[:300]}")
+            return Unavailable(f"query rejected: {self._reason(e, 300)}")
         except requests.RequestException as e:
-            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {e}")
+            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {self._reason(e)}")
         return spacing(result)
 
     def go_versions(self, scope: Sequence[Matcher]) -> list[str]:
@@ -374,28 +386,47 @@ class PrometheusSource:
             return max(0.005, min(0.05, self.scrape_interval / 50))
         return max(0.01, min(0.2, self.scrape_interval / 2))
 
+    def _reason(self, e: BaseException, limit: int | None = None) -> str:
+        """A library's exception as a message: scrubbed of every credential, then cut short
+        (never the reverse, or a cut password would no longer be recognised)."""
+        return redaction.scrub(str(e), self._secrets)[:limit]
+
     def client(self) -> PrometheusConnect:
         if self._client is None:
             url = self.config.url or (self.embedded.start() if self.embedded else "")
+            url, basic = redaction.split_userinfo(url)
+            headers, token = _auth_headers(self.config)
+            if basic is not None and any(k.lower() == "authorization" for k in headers):
+                raise MetricsError(
+                    "prometheus.url has a user and password (HTTP basic auth), and "
+                    "prometheus.token_env, token_file or an Authorization header is set too: "
+                    "each sets the Authorization header; keep one")
+            secrets = (basic[1] if basic else None, token, *headers.values())
+            self._secrets = tuple(s for s in secrets if s)
             session = requests.Session()
             session.verify = self.config.ca_file or self.config.verify_tls
+            # Not in the URL: requests would keep it there, and quote it in its messages.
+            session.auth = basic
             self._session = session
             # One quick HTTP-level retry: read() has its own retry of a failed query, and the
             # library's default (3 retries, backoff 1 s) spent 6 s per query on a dead server.
             # Not after a read timeout: that query already cost prometheus.timeout.
             retry = Retry(total=1, read=0, backoff_factor=0.2, status_forcelist=(502, 503, 504))
-            self._client = PrometheusConnect(url=url, headers=_auth_headers(self.config),
-                                             session=session, timeout=self.config.timeout,
-                                             retry=retry)
+            self._client = PrometheusConnect(url=url, headers=headers, session=session,
+                                             timeout=self.config.timeout, retry=retry)
+            # Replaces the adapter the library mounted for this URL: the same retry, and the
+            # whole answer within prometheus.timeout (the library's timeout restarts with each
+            # byte read: a proxy trickling its answer held a trial forever).
+            session.mount(url, TotalDeadline(self.config.timeout, max_retries=retry))
         return self._client
 
     def _query(self, query: str, at: float) -> Reading:
         try:
             result = self.client().custom_query(query, params={"time": f"{at:.3f}"})
         except PrometheusApiClientException as e:
-            return Unavailable(f"query rejected: {str(e)[:300]}")
+            return Unavailable(f"query rejected: {self._reason(e, 300)}")
         except requests.RequestException as e:
-            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {e}")
+            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {self._reason(e)}")
         return interpret(result, query, at)
 
     def read_range(self, query: str, window: Window,
@@ -409,9 +440,9 @@ class PrometheusSource:
                 # the library rounds start and end to whole seconds; a window does not
                 params={"start": f"{start:.3f}", "end": f"{window.end:.3f}"})
         except PrometheusApiClientException as e:
-            return Unavailable(f"query rejected: {str(e)[:300]}")
+            return Unavailable(f"query rejected: {self._reason(e, 300)}")
         except requests.RequestException as e:
-            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {e}")
+            return Unavailable(f"Prometheus unreachable: {type(e).__name__}: {self._reason(e)}")
         if not result:
             return Unavailable(f"no series for {query}")
         return list(result)

@@ -222,8 +222,8 @@ def _captures(report: Report) -> list[Block]:
             continue
         for f in c.get("files") or ():
             items.append(f"{c['name']} ({settings(c.get('settings') or {})}), {f['kind']} "
-                         f"under stress, {f['seconds']:g} s, {f['bytes']} bytes: "
-                         f"`{f['open_with']}`")
+                         f"under stress, {f['seconds']:g} s, {f['bytes']} bytes, open with: "
+                         f"{f['open_with']}")
     return [Heading(3, "Runtime trace and CPU profile"), Bullets(tuple(items))]
 
 

@@ -8,11 +8,17 @@ or env comment, a JSON field) so a forced export cannot pass for a recommendatio
 (``<experiment>-patch.yaml``, ``<experiment>.env``, ``<experiment>.json``,
 ``<experiment>-values.yaml``). The file is replaced atomically, and only when what it would apply
 changes (the variables, not the evidence in its comments), so the pipeline sees a change only
-when there is something new to promote.
+when there is something new to promote. It is written to a temporary file that is fsynced before
+the rename, and the directory is fsynced after it: a crash leaves the old file or the new one,
+whole. Only a file autotune wrote is replaced: one that starts with ``MARKER`` (a JSON export:
+carries ``"written_by": MARKER``), or one written before the marker existed (the export's own
+header for this experiment). Someone who edits the file and wants to keep it removes that line;
+``overwrite`` (``export --write-to --overwrite``) replaces it anyway.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -21,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from autotune.errors import AutotuneError
 from autotune.report.model import Configuration, Report
 from autotune.report.significance import describe
 
@@ -146,20 +153,90 @@ def applied(text: str, fmt: str) -> Any:
     return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def write_to(directory: Path, experiment: str, fmt: str, text: str) -> tuple[Path, bool]:
-    """Write an export into ``directory``; return the path and whether it was (re)written."""
+MARKER = "written by autotune export --write-to: replaced when the recommendation changes"
+"""The first line of a file ``write_to`` writes (a comment; JSON: the ``written_by`` field)."""
+
+
+class NotOurs(AutotuneError):
+    """``write_to`` would replace a file autotune did not write (exit 1)."""
+
+
+def _marked(text: str, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"written_by": MARKER, **json.loads(text)}, indent=2) + "\n"
+    return f"# {MARKER}; remove this line to keep your edits\n{text}"
+
+
+def written_by_autotune(text: str, fmt: str, experiment: str) -> bool:
+    """The file carries the marker, or is an export of ``experiment`` from before it."""
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and (
+            data.get("written_by") == MARKER
+            or (data.get("experiment") == experiment and "configuration" in data
+                and "evidence" in data))
+    first = text.split("\n", 1)[0]
+    return (first.startswith(f"# {MARKER}")
+            or first.startswith(f"# autotune recommendation for {experiment} (study "))
+
+
+def write_to(directory: Path, experiment: str, fmt: str, text: str, *,
+             overwrite: bool = False) -> tuple[Path, bool]:
+    """Write an export into ``directory``; return the path and whether it was (re)written.
+    ``NotOurs`` when the file there was not written by autotune, unless ``overwrite``."""
     path = directory / filename(experiment, fmt)
     try:
-        if applied(path.read_text(encoding="utf-8"), fmt) == applied(text, fmt):
-            return path, False
+        current: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = None
     except (OSError, ValueError):
-        pass  # absent or unreadable: write it
+        current = ""  # unreadable: nobody can tell whose it is
+    if current is not None:
+        with contextlib.suppress(ValueError):
+            if applied(current, fmt) == applied(text, fmt):
+                return path, False
+        if not overwrite and not written_by_autotune(current, fmt, experiment):
+            raise NotOurs(f"{path} was not written by autotune (its first line is not "
+                          f"'# {MARKER}...'): not replaced. Remove it, or put that line back, "
+                          "or run `autotune export --write-to ... --overwrite`")
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    # A pipeline polling the directory never sees half a file.
-    os.replace(tmp, path)
+    _durable_replace(path, _marked(text, fmt))
     return path, True
+
+
+def _durable_replace(path: Path, text: str) -> None:
+    """Replace ``path`` atomically (a pipeline polling the directory never sees half a file)
+    and durably (after a crash: the old file or the new one, whole)."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666  # less the umask, as a new file gets
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        with open(fd, "w", encoding="utf-8", closefd=False) as f:
+            f.write(text)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(directory)  # the rename itself
+    finally:
+        os.close(directory)
 
 
 RENDERERS: dict[str, Callable[[Report, Configuration], str]] = {

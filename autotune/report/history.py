@@ -17,6 +17,7 @@ from typing import Any
 
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment, Setting
+from autotune.report import markdown as md
 from autotune.study import nightly
 from autotune.study import storage as st
 
@@ -169,15 +170,16 @@ def markdown(history: Sequence[NightRow], plot: str | None = PLOT) -> str:
     cells = table(history)
     out.append("| " + " | ".join(cells[0]) + " |")
     out.append("|" + "---|" * len(cells[0]))
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells[1:]]
-    notes = [f"- {_when(r)}: environment changed ({'; '.join(r.changes)}): new study "
+    out += ["| " + " | ".join(md.text(c).replace("|", "\\|") for c in row) + " |"
+            for row in cells[1:]]
+    notes = [f"{_when(r)}: environment changed ({'; '.join(r.changes)}): new study "
              f"{r.study}" for r in history if r.changes]
-    notes += [f"- {_when(r)}: {r.drift_text}" for r in history
+    notes += [f"{_when(r)}: {r.drift_text}" for r in history
               if r.drift_text and r.drift != "skipped"]
-    notes += [f"- {_when(r)}: the search stopped: {r.stop}" for r in history
+    notes += [f"{_when(r)}: the search stopped: {r.stop}" for r in history
               if r.stop and r.stop.startswith(("converged", "night budget"))]
     if notes:
-        out += ["", *notes]
+        out += ["", *(f"- {md.text(n)}" for n in notes)]
     out += ["", "Configuration: the recommendation when the verdict is ADOPT, else the most "
             "promising candidate. Its objective is the median of its runs against the "
             "baseline's, with the relative improvement and its 95% bootstrap interval.", ""]

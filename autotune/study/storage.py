@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import re
 import socket
 import time
 import warnings
@@ -31,7 +30,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import __version__, pids
+from autotune import __version__, pids, redaction
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.study.objective import directions
@@ -81,21 +80,19 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
             # Workers starting together race to create the schema; the loser retries.
             if attempt == 2 or "already exists" not in str(e):
                 cause = getattr(e, "orig", None) or e  # the database's words, not the SQL
-                raise StudyError([f"cannot open the study storage {redact(url)}: {cause}"]) \
+                # Which may quote the URL, or a piece of it (a malformed host, a bad port).
+                why = redaction.scrub(str(cause), redaction.secrets_of(url))
+                raise StudyError([f"cannot open the study storage {redact(url)}: {why}"]) \
                     from None
             time.sleep(0.5)
     raise AssertionError("unreachable")
 
 
 def redact(url: str) -> str:
-    """A storage URL without its password, for messages and records."""
-    url = re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", url)  # libpq takes it there too
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
-    return url
+    """A storage URL without its password (``user:***@``, ``?password=***``,
+    ``sslpassword=***``), for messages and records; a malformed one too (``postgresql//...``,
+    no scheme at all), which SQLAlchemy refuses right next to it."""
+    return redaction.url(url)
 
 
 @dataclass
@@ -255,8 +252,11 @@ def open_existing(exp: Experiment, url: str) -> Studies:
 # --- trials left RUNNING by a dead process -------------------------------------------------
 
 def worker_id() -> dict[str, Any]:
+    """Who runs a trial, recorded in its user attrs when it starts: host, PID and process start
+    (a dead worker on this host), and the start in UTC seconds (``fail_orphans``)."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": pids.start_time(pid)}
+    return {"host": socket.gethostname(), "pid": pid, "start": pids.start_time(pid),
+            "started_utc": round(time.time(), 3)}
 
 
 def _alive(worker: dict[str, Any]) -> bool:
@@ -270,22 +270,74 @@ def retry(study: optuna.Study, trial: FrozenTrial) -> None:
         RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
 
 
+ZONES_APART = 26 * 3600.0
+"""The most two hosts' local times differ (UTC-12 to UTC+14)."""
+
+
+def _heartbeat_ages(storage: RDBStorage, trial_ids: list[int]) -> dict[int, float]:
+    """Seconds since each trial's last Optuna heartbeat (trials without one are left out).
+    Both ends are the database's clock (``now()``, as Optuna's own stale-trial check), so
+    neither the workers' time zones nor their clocks matter."""
+    if not trial_ids:
+        return {}
+    import sqlalchemy as sa
+
+    beats = sa.table("trial_heartbeats", sa.column("trial_id", sa.Integer),
+                     sa.column("heartbeat", sa.DateTime))
+    with storage.engine.connect() as conn:
+        now = conn.execute(sa.select(sa.func.now())).scalar()
+        rows = conn.execute(sa.select(beats.c.trial_id, beats.c.heartbeat)
+                            .where(beats.c.trial_id.in_(trial_ids))).all()
+    if not isinstance(now, dt.datetime):
+        return {}
+    now = now.replace(tzinfo=None)  # PostgreSQL's is aware, the column is not (as in Optuna)
+    return {int(tid): (now - beat).total_seconds() for tid, beat in rows
+            if isinstance(beat, dt.datetime)}
+
+
+def _orphaned(t: FrozenTrial, heartbeat_age: float | None, grace: float,
+              max_age_seconds: float) -> str | None:
+    """Why a RUNNING trial of a worker that is not on this host (or whose process lives) is an
+    orphan, or None. The evidence, best first: Optuna's heartbeat; the UTC time autotune's
+    worker recorded (``worker_id``); ``datetime_start``, which Optuna >= 5 stores in UTC but
+    Optuna < 5 stored in its host's local time (read back as UTC): a worker at UTC-5 would look
+    5 h older than it is, so there a trial must be older by more than any two zones differ."""
+    if heartbeat_age is not None:
+        if heartbeat_age > grace:
+            return f"no heartbeat from its worker for {heartbeat_age:.0f}s"
+        return None
+    started = (t.user_attrs.get("worker") or {}).get("started_utc")
+    if isinstance(started, int | float):
+        age = time.time() - started
+        limit = max_age_seconds
+    elif t.datetime_start is not None:
+        age = (dt.datetime.now() - t.datetime_start).total_seconds()
+        limit = max_age_seconds + ZONES_APART
+    else:
+        return None
+    if age > limit:
+        return f"still RUNNING after {age:.0f}s, longer than any trial can take"
+    return None
+
+
 def fail_orphans(studies: Studies, max_age_seconds: float) -> list[str]:
-    """Fail RUNNING trials whose process is gone (same host) or that are older than any trial
-    can be (another host), and queue their settings once more."""
+    """Fail RUNNING trials whose process is gone (same host), whose heartbeat stopped, or that
+    are older than any trial can be (another host; see ``_orphaned``), and queue their
+    settings once more."""
     done = []
-    now = dt.datetime.now()
     host = socket.gethostname()
-    for study in (studies.search, studies.reference):
-        for t in study.get_trials(deepcopy=False, states=[TrialState.RUNNING]):
-            worker = t.user_attrs.get("worker") or {}
-            age = (now - t.datetime_start).total_seconds() if t.datetime_start else 0.0
-            if worker.get("host") == host and not _alive(worker):
-                reason = f"the process running it (pid {worker.get('pid')}) died"
-            elif age > max_age_seconds:
-                reason = f"still RUNNING after {age:.0f}s, longer than any trial can take"
-            else:
-                continue
+    running = [(study, t) for study in (studies.search, studies.reference)
+               for t in study.get_trials(deepcopy=False, states=[TrialState.RUNNING])]
+    ages = _heartbeat_ages(studies.storage, [t._trial_id for _, t in running])
+    interval = studies.storage.heartbeat_interval
+    grace = float(studies.storage.grace_period or 2 * interval) if interval else max_age_seconds
+    for study, t in running:
+        worker = t.user_attrs.get("worker") or {}
+        if worker.get("host") == host and not _alive(worker):
+            reason: str | None = f"the process running it (pid {worker.get('pid')}) died"
+        else:
+            reason = _orphaned(t, ages.get(t._trial_id), grace, max_age_seconds)
+        if reason is not None:
             studies.storage.set_trial_user_attr(t._trial_id, "failure", reason)
             if studies.storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
                 retry(study, studies.storage.get_trial(t._trial_id))

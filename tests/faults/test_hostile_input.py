@@ -189,6 +189,51 @@ def test_an_accepted_name_writes_only_under_results(
     assert all(p.resolve().is_relative_to(own) for p in written), written
 
 
+# --- absurd numbers (issue 16) -------------------------------------------------------------------
+
+_STUDY = _simulated()["study"]
+_BURSTS = {"stress": {"workers": 1, "load": 10}, "pattern": {"every": "2ms", "burst": "1ms"}}
+
+ABSURD: dict[str, tuple[dict[str, Any], list[str]]] = {
+    # Each ran before: every trial failed in its sleep, or the run died with exit 3.
+    "nan-window": ({"measure": {"warmup": "10ms", "window": float("nan")}},
+                   ["measure.window: must be a finite number"]),
+    "inf-heartbeat": ({"study": {**_STUDY, "heartbeat": float("inf")}},
+                      ["study.heartbeat: must be a finite number"]),
+    "nan-deadline": ({"study": {**_STUDY, "deadline": float("nan")}},
+                     ["study.deadline: must be a finite number"]),
+    "infinite-range": ({"parameters": [{"name": "ratio", "env": "RATIO", "type": "float",
+                                        "low": float("-inf"), "high": float("inf")}],
+                        "target": {"simulated": {"optimum": {"ratio": 1.0}}},
+                        "baseline": {"repeats": 1, "params": {"ratio": None}}},
+                       ["parameters[0].low: must be a finite number",
+                        "parameters[0].high: must be a finite number"]),
+    "gomaxprocs-unset": ({"parameters": [{"name": "GOMAXPROCS", "type": "int", "low": -4,
+                                          "high": 100000}]},
+                         ["parameters[0].low: -4 is not a value Go takes for GOMAXPROCS",
+                          "parameters[0].high: 100000 is not a value Go takes for GOMAXPROCS"]),
+    "millisecond-bursts": ({"chaos": _BURSTS}, ["chaos.pattern.burst: 1ms is shorter than 1s",
+                                                "chaos.pattern.every: must be at least 1s"]),
+    "schedtrace-flood": ({"measure": {"warmup": "10ms", "window": "50ms", "schedtrace": 0.0001}},
+                         ["measure.schedtrace: 0.1ms is outside 100ms..500ms"]),
+}
+
+
+@pytest.mark.parametrize("case", list(ABSURD))
+def test_an_absurd_number_is_refused_before_anything_runs(
+        case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    changes, expected = ABSURD[case]
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path / "in" / "exp.yaml", _simulated(**changes))
+    code, out = _validate(path, capsys)
+    assert code == 1 and "Traceback" not in out, out
+    for text in expected:
+        assert re.search(rf"^\s*{re.escape(text)}", out, re.MULTILINE), (text, out)
+    assert main(["run", str(path), "--plain", "--no-confirm"]) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["in"], "a refused run wrote nothing"
+
+
 # --- files built to exhaust the parser ------------------------------------------------------------
 
 MEMORY_LIMIT = 2 << 30

@@ -20,7 +20,7 @@ name: golden
 description: a fixed study for the golden report
 target:
   kubernetes: {namespace: shop, deployment: api, container: api}
-prometheus: {url: "prometheus.monitoring:9090"}
+prometheus: {url: "http://prometheus.monitoring:9090"}
 parameters:
   - {name: GOMAXPROCS, type: int, values: [1, 2, 4, 8]}
   - {name: GOGC, type: int, low: 25, high: 400, step: 25}

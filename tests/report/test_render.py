@@ -57,7 +57,7 @@ def test_markdown_states_verdict_environment_failures_and_unavailable(
                  "report generated: 2026-12-01T12:00:00+00:00"):
         assert fact in md, fact
     assert "inject: no pod matched the selector" in md
-    assert "unavailable in 2 run(s): no series for rate(a[1m])" in md
+    assert r"unavailable in 2 run(s): no series for rate(a\[1m\])" in md  # escaped
     # The configuration table: one row per configuration with the GC pause and p99 columns.
     header = next(line for line in md.splitlines() if line.startswith("| configuration | "
                                                                        "settings | runs | p99"))

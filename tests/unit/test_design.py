@@ -89,10 +89,12 @@ def test_design_can_be_switched_off() -> None:
 
 
 def test_farthest_points_in_a_continuous_space_stay_in_range() -> None:
-    exp = _exp([{"name": "GOGC", "type": "float", "low": 10, "high": 1000, "log": True}])
+    # (not GOGC: Go reads it as an integer, so a float GOGC is refused at validation)
+    exp = _exp([{"name": "ratio", "env": "RATIO", "type": "float", "low": 10, "high": 1000,
+                 "log": True}])
     assert size(exp) is None
     picks = design.farthest_points(exp, [], 4, seed=3)
-    assert len(picks) == 4 and all(10 <= float(p["GOGC"]) <= 1000 for p in picks)
+    assert len(picks) == 4 and all(10 <= float(p["ratio"]) <= 1000 for p in picks)
 
 
 # --- in a study ------------------------------------------------------------------------------

@@ -10,6 +10,11 @@
 // instead of being queued. Only loopback targets are allowed, except with
 // -in-cluster inside a Kubernetes pod (autotune's in-cluster load, issue 9).
 //
+// Headers and a body that may carry credentials belong in -request-file, not
+// in -header and -body: any user can read a process's arguments
+// (/proc/PID/cmdline, ps). The file is read once, at start, and its values are
+// never printed.
+//
 // Metrics on -listen (/metrics, Prometheus text format 0.0.4):
 //
 //	loadgen_request_duration_seconds   histogram, every completed request (ok and error)
@@ -21,7 +26,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +41,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +62,46 @@ func (h *headerList) Set(v string) error {
 		return fmt.Errorf("header %q: want \"Key: Value\"", v)
 	}
 	*h = append(*h, v)
+	return nil
+}
+
+// requestFile is what -request-file holds.
+type requestFile struct {
+	Headers map[string]string `json:"headers"`
+	Body    *string           `json:"body"`
+}
+
+// readRequestFile adds the file's headers to headers and sets body if the file
+// has one. No error quotes a value: they may be credentials.
+func readRequestFile(path string, headers *headerList, body *string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rf requestFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rf); err != nil {
+		// encoding/json's errors name fields, types and offsets, never a value.
+		return fmt.Errorf("%s: want {\"headers\": {\"Key\": \"Value\"}, \"body\": \"...\"}: %v", path, err)
+	}
+	keys := make([]string, 0, len(rf.Headers))
+	for k := range rf.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, ":\r\n") {
+			return fmt.Errorf("%s: header name %q is empty or has ':' or a line break", path, k)
+		}
+		if strings.ContainsAny(rf.Headers[k], "\r\n") {
+			return fmt.Errorf("%s: the value of header %q has a line break", path, k)
+		}
+		*headers = append(*headers, k+": "+rf.Headers[k])
+	}
+	if rf.Body != nil {
+		*body = *rf.Body
+	}
 	return nil
 }
 
@@ -289,7 +337,8 @@ func main() {
 	method := flag.String("method", http.MethodGet, "HTTP method")
 	body := flag.String("body", "", "request body")
 	var headers headerList
-	flag.Var(&headers, "header", "extra request header \"Key: Value\" (repeatable)")
+	flag.Var(&headers, "header", "extra request header \"Key: Value\" (repeatable; visible to every user in /proc: credentials go in -request-file)")
+	requestPath := flag.String("request-file", "", "JSON file {\"headers\": {\"Key\": \"Value\"}, \"body\": \"...\"}, read at start: headers added to -header's, the body instead of -body's (for credentials: an argument is visible to every user)")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
 	maxDuration := flag.Duration("max-duration", time.Hour, "dead-man switch: exit by itself after this long")
 	inCluster := flag.Bool("in-cluster", false, "run as a Kubernetes pod against a cluster Service: any target host, listen on any address (refused outside a pod: KUBERNETES_SERVICE_HOST must be set)")
@@ -306,6 +355,11 @@ func main() {
 	}
 	if *target == "" || *listen == "" {
 		fail("-target and -listen are required")
+	}
+	if *requestPath != "" {
+		if err := readRequestFile(*requestPath, &headers, body); err != nil {
+			fail("-request-file: %v", err)
+		}
 	}
 	if *inCluster && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
 		fail("-in-cluster: not in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,5 +133,51 @@ func TestMetricsNames(t *testing.T) {
 		if !strings.Contains(body, s) {
 			t.Errorf("missing %q", s)
 		}
+	}
+}
+
+// Headers and a body with credentials come from -request-file (an argument is
+// visible to every user); its errors never quote a value.
+func TestReadRequestFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	headers := headerList{"Accept: text/plain"}
+	body := "from -body"
+	ok := write("ok.json", `{"headers": {"X-Api-Key": "s3cret", "Content-Type": "application/json"}, "body": "{\"k\": \"s3cret\"}"}`)
+	if err := readRequestFile(ok, &headers, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := headerList{"Accept: text/plain", "Content-Type: application/json", "X-Api-Key: s3cret"}
+	if strings.Join(headers, "|") != strings.Join(want, "|") || body != `{"k": "s3cret"}` {
+		t.Errorf("headers %q body %q", headers, body)
+	}
+	kept := "from -body"
+	if err := readRequestFile(write("nobody.json", `{"headers": {}}`), &headers, &kept); err != nil || kept != "from -body" {
+		t.Errorf("a file without a body replaced -body's: %q (%v)", kept, err)
+	}
+	for name, text := range map[string]string{
+		"linebreak.json": `{"headers": {"X-Api-Key": "s3cret\r\nX-Evil: 1"}}`,
+		"name.json":      `{"headers": {"": "s3cret"}}`,
+		"type.json":      `{"headers": {"X-Api-Key": 5}, "body": "s3cret"}`,
+		"unknown.json":   `{"header": {"X-Api-Key": "s3cret"}}`,
+		"broken.json":    `{"headers": {"X-Api-Key": "s3cret"`,
+	} {
+		var h headerList
+		var b string
+		err := readRequestFile(write(name, text), &h, &b)
+		if err == nil {
+			t.Errorf("%s accepted", name)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: the error quotes a value: %v", name, err)
+		}
+	}
+	if err := readRequestFile(dir+"/missing.json", &headers, &body); err == nil {
+		t.Error("a missing file accepted")
 	}
 }

@@ -1,0 +1,320 @@
+"""Absurd values in an experiment file (issue 16): NaN and infinities in any number, Go settings
+Go would ignore or refuse (GOMAXPROCS=-4, GOGC=-1, GOMEMLIMIT=64M) and chaos/schedtrace periods
+the platform cannot deliver. Each is refused at validation, naming the field and what is allowed.
+
+The NaN/infinity cases are not a list written by hand: they walk the models' types, so a float
+field added later is covered without touching this file.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from autotune.errors import ExperimentError
+from autotune.experiment import parse_experiment
+from autotune.experiment.models import Experiment
+
+BASE: dict[str, Any] = {
+    "name": "absurd",
+    "target": {"simulated": {"optimum": {"GOMAXPROCS": 2, "gc": 500},
+                             "unset": {"GOMAXPROCS": 4, "gc": 0}}},
+    "parameters": [
+        {"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 8},
+        {"name": "gc", "env": "FORCEGC_INTERVAL_MS", "type": "int", "values": [0, 500, 2000]},
+    ],
+    "baseline": {"params": {"GOMAXPROCS": None, "gc": 0}},
+    "chaos": {"stress": {"workers": 2, "load": 50}, "pattern": {"every": "4s", "burst": "1s"}},
+    "measure": {"warmup": "1s", "window": "8s", "load": {"metric": "p99"}},
+    "metrics": {"p99": "surface", "stress": "stress"},
+    "objective": {"minimize": {"p99": 1.0}},
+    "study": {"trials": 5, "deadline": "1h", "enqueue": [{"GOMAXPROCS": 2, "gc": 0}]},
+}
+
+
+def _problems(doc: dict[str, Any] | str) -> list[str]:
+    text = doc if isinstance(doc, str) else yaml.safe_dump(doc)
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(text)
+    return err.value.problems
+
+
+def _with(section: str, **fields: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(BASE)
+    node = doc
+    for part in section.split("."):
+        node = node[part]
+    node.update(fields)
+    return doc
+
+
+def test_the_base_document_is_valid() -> None:
+    parse_experiment(yaml.safe_dump(BASE))
+
+
+# --- NaN and infinities in every float field ------------------------------------------------------
+
+KEY = "<key>"
+"""A path part standing for any key of a mapping."""
+
+FieldPath = tuple[str | int, ...]
+
+
+def _float_paths(tp: Any, path: FieldPath = (),
+                 seen: frozenset[type] = frozenset()) -> Iterator[FieldPath]:
+    """Every place in the models where a float may stand, as a path of field names, 0 (an item of
+    a tuple) and KEY (a value of a mapping). A type the walk does not know fails the test, so a
+    field typed Any or a new kind of container cannot escape it."""
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    origin = get_origin(tp)
+    if origin in (Union, UnionType):
+        for member in get_args(tp):
+            yield from _float_paths(member, path, seen)
+    elif tp is float:
+        yield path
+    elif isinstance(tp, type) and issubclass(tp, BaseModel):
+        assert tp not in seen, f"recursive model at {path}"
+        for name, field in tp.model_fields.items():
+            yield from _float_paths(field.annotation, (*path, field.alias or name), seen | {tp})
+    elif origin in (tuple, list):
+        for item in {a for a in get_args(tp) if a is not Ellipsis}:
+            yield from _float_paths(item, (*path, 0), seen)
+    elif origin is dict:
+        yield from _float_paths(get_args(tp)[1], (*path, KEY), seen)
+    else:
+        assert tp in (str, int, bool, NoneType) or origin is Literal, \
+            f"{'.'.join(map(str, path))}: the walk does not know the type {tp!r}"
+
+
+FLOAT_PATHS = sorted(set(_float_paths(Experiment)), key=str)
+
+
+def _put(node: Any, path: FieldPath, value: Any) -> tuple[Any, str]:
+    """``node`` with ``value`` at ``path`` (missing or differently shaped containers made as the
+    path needs them), and the path as a problem names it (``a.b[0].c``)."""
+    if not path:
+        return value, ""
+    part, rest = path[0], path[1:]
+    if part == 0:
+        items = list(node) if isinstance(node, list) and node else [{}]
+        items[0], shown = _put(items[0], rest, value)
+        return items, f"[0]{shown}"
+    mapping = dict(node) if isinstance(node, dict) else {}
+    key = str(part) if part != KEY else next(iter(mapping), "p99")
+    mapping[key], shown = _put(mapping.get(key), rest, value)
+    return mapping, f".{key}{shown}"
+
+
+def test_the_walk_finds_the_float_fields_of_the_issue() -> None:
+    shown = {_put(copy.deepcopy(BASE), p, 0.0)[1].lstrip(".") for p in FLOAT_PATHS}
+    assert {"measure.window", "measure.warmup", "study.heartbeat", "study.deadline",
+            "chaos.pattern.every", "chaos.pattern.burst", "parameters[0].low",
+            "parameters[0].high", "parameters[0].step", "parameters[0].values[0]",
+            "target.kubernetes.rollout_timeout", "measure.schedtrace",
+            "baseline.params.GOMAXPROCS", "study.enqueue[0].GOMAXPROCS",
+            "objective.minimize.p99", "target.local.cpus",
+            "measure.noise_guard.max_foreign_cores"} <= shown, sorted(shown)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("path", FLOAT_PATHS, ids=lambda p: ".".join(map(str, p)))
+def test_nan_and_infinities_are_refused_in_every_float_field(path: FieldPath,
+                                                             value: float) -> None:
+    doc, shown = _put(copy.deepcopy(BASE), path, value)
+    where = shown.lstrip(".")
+    problems = _problems(doc)
+    mine = [p for p in problems if p.startswith(f"{where}: ")]
+    assert mine, problems
+    assert all("must be a finite number" in p for p in mine), mine
+
+
+@pytest.mark.parametrize("raw", [".NaN", ".Inf", "-.INF", "'nan'", "'inf'",
+                                 "1" + "0" * 400 + "s"],  # a number that overflows to infinity
+                         ids=["NaN", "Inf", "-INF", "text-nan", "text-inf", "huge"])
+def test_non_finite_durations_in_any_spelling_are_refused(raw: str) -> None:
+    text = yaml.safe_dump(BASE).replace("window: 8s", f"window: {raw}")
+    assert f"window: {raw}" in text
+    problems = _problems(text)
+    assert any(p.startswith("measure.window: ") for p in problems), problems
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-Infinity"])
+def test_non_finite_numbers_spelled_as_text_are_refused(text: str) -> None:
+    doc = _with("measure", noise_guard={"max_foreign_cores": text})
+    problems = _problems(doc)
+    assert any(p.startswith("measure.noise_guard.max_foreign_cores: must be a finite number")
+               for p in problems), problems
+
+
+@pytest.mark.parametrize("path", [("study", "heartbeat"), ("measure", "window"),
+                                  ("study", "deadline")])
+def test_a_duration_longer_than_a_year_is_refused(path: FieldPath) -> None:
+    doc, _ = _put(copy.deepcopy(BASE), path, 1e300)
+    problems = _problems(doc)
+    assert any(p.startswith(f"{'.'.join(map(str, path))}: must be at most 365d")
+               for p in problems), problems
+
+
+@pytest.mark.parametrize(("low", "high"), [(-1e308, 1e308), (0, 2.0 ** 60)])
+def test_a_range_too_wide_to_sample_exactly_is_refused(low: float, high: float) -> None:
+    doc = copy.deepcopy(BASE)
+    doc["parameters"].append({"name": "x", "env": "X", "type": "float", "low": low,
+                              "high": high})
+    doc["target"]["simulated"]["optimum"]["x"] = 1.0
+    problems = _problems(doc)
+    assert any(p.startswith("parameters[2].high: must be within ±2^53") for p in problems), \
+        problems
+
+
+# --- Go settings Go would ignore or refuse ------------------------------------------------------
+
+def _go(*parameters: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """An experiment on a local target tuning ``parameters`` (only validated: nothing starts)."""
+    return {
+        "name": "go",
+        "target": {"local": {"cpus": 1.0, **({"env": env} if env else {})}},
+        "parameters": list(parameters),
+        "chaos": {"stress": {"workers": 1}},
+        "metrics": {"p99": "x"},
+        "objective": {"minimize": "p99"},
+    }
+
+
+FORCEGC = {"name": "gc", "env": "FORCEGC_INTERVAL_MS", "type": "int", "values": [0, 500]}
+"""A parameter that is not a Go runtime setting."""
+
+GO_REFUSED = [
+    ("GOMAXPROCS range below 1 and huge",
+     _go({"name": "GOMAXPROCS", "type": "int", "low": -4, "high": 100000}),
+     ["parameters[0].low: -4 is not a value Go takes for GOMAXPROCS: allowed: an integer from "
+      "1 to 1024",
+      "parameters[0].high: 100000 is not a value Go takes for GOMAXPROCS: allowed: an integer "
+      "from 1 to 1024"]),
+    ("GOMAXPROCS zero in values", _go({"name": "GOMAXPROCS", "type": "int", "values": [0, 2]}),
+     ["parameters[0].values[0]: 0 is not a value Go takes for GOMAXPROCS"]),
+    ("GOMAXPROCS by env", _go({"name": "procs", "env": "GOMAXPROCS", "type": "int", "low": 0,
+                               "high": 4}),
+     ["parameters[0].low: 0 is not a value Go takes for GOMAXPROCS"]),
+    ("GOMAXPROCS float", _go({"name": "GOMAXPROCS", "type": "float", "low": 1, "high": 4}),
+     ["parameters[0].type: GOMAXPROCS takes integers: use type int"]),
+    ("GOMAXPROCS text", _go({"name": "GOMAXPROCS", "type": "categorical",
+                             "values": ["auto", "2"]}),
+     ["parameters[0].values[0]: 'auto' is not a value Go takes for GOMAXPROCS"]),
+    ("GOGC negative", _go({"name": "GOGC", "type": "int", "low": -1, "high": 400}),
+     ["parameters[0].low: -1 is not a value Go takes for GOGC: allowed: an integer from 0 to "
+      "2147483647, or off"]),
+    ("GOGC beyond int32", _go({"name": "GOGC", "type": "int", "values": [100, 3000000000]}),
+     ["parameters[0].values[1]: 3000000000 is not a value Go takes for GOGC"]),
+    ("GOGC OFF", _go({"name": "GOGC", "type": "categorical", "values": ["OFF", 100]}),
+     ["parameters[0].values[0]: 'OFF' is not a value Go takes for GOGC"]),
+    ("GOGC float", _go({"name": "GOGC", "type": "float", "low": 10, "high": 1000}),
+     ["parameters[0].type: GOGC takes integers: use type int"]),
+    ("GOMEMLIMIT without IEC unit",
+     _go({"name": "GOMEMLIMIT", "type": "categorical", "values": ["64M", "128MB", "1.5GiB"]}),
+     ["parameters[0].values[0]: '64M' is not a value Go takes for GOMEMLIMIT: allowed: a byte "
+      "count",
+      "parameters[0].values[1]: '128MB' is not a value Go takes for GOMEMLIMIT",
+      "parameters[0].values[2]: '1.5GiB' is not a value Go takes for GOMEMLIMIT"]),
+    ("GOMEMLIMIT overflow",
+     _go({"name": "GOMEMLIMIT", "type": "categorical", "values": ["9999999TiB", "off"]}),
+     ["parameters[0].values[0]: '9999999TiB' is not a value Go takes for GOMEMLIMIT"]),
+    ("GOMEMLIMIT range meant in MiB",
+     _go({"name": "GOMEMLIMIT", "type": "int", "low": 64, "high": 512}),
+     ["parameters[0].low: 64 is not a value Go takes for GOMEMLIMIT",
+      "parameters[0].high: 512 is not a value Go takes for GOMEMLIMIT"]),
+    ("GOMEMLIMIT float", _go({"name": "GOMEMLIMIT", "type": "float", "low": 1e8, "high": 1e9}),
+     ["parameters[0].type: GOMEMLIMIT takes integers: use type int (bytes) or categorical"]),
+    ("local env GOMEMLIMIT",
+     _go(FORCEGC, env={"GOMEMLIMIT": "64M"}),
+     ["target.local.env.GOMEMLIMIT: '64M' is not a value Go takes for GOMEMLIMIT"]),
+    ("local env GOMAXPROCS",
+     _go(FORCEGC, env={"GOMAXPROCS": "-4"}),
+     ["target.local.env.GOMAXPROCS: '-4' is not a value Go takes for GOMAXPROCS"]),
+]
+
+
+@pytest.mark.parametrize(("doc", "expected"), [(d, e) for _, d, e in GO_REFUSED],
+                         ids=[c[0] for c in GO_REFUSED])
+def test_go_values_outside_what_go_takes_are_refused(doc: dict[str, Any],
+                                                     expected: list[str]) -> None:
+    problems = _problems(doc)
+    for text in expected:
+        assert any(p.startswith(text) for p in problems), (text, problems)
+
+
+GO_ACCEPTED = [
+    ("GOMAXPROCS 1..1024", _go({"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 1024})),
+    ("GOMAXPROCS values", _go({"name": "GOMAXPROCS", "type": "categorical",
+                               "values": [1, "2", 4]})),
+    ("GOGC 0 and off", _go({"name": "GOGC", "type": "categorical", "values": [0, 100, "off"]})),
+    ("GOGC log range", _go({"name": "GOGC", "type": "int", "low": 25, "high": 800,
+                            "log": True})),
+    ("GOMEMLIMIT units", _go({"name": "GOMEMLIMIT", "type": "categorical",
+                              "values": ["64MiB", "1GiB", "1048576", "2097152B", "1TiB",
+                                         "off"]})),
+    ("GOMEMLIMIT bytes", _go({"name": "GOMEMLIMIT", "type": "int", "low": 67108864,
+                              "high": 536870912, "step": 67108864})),
+    ("local env", _go(FORCEGC,
+                      env={"GOMEMLIMIT": "off", "GOMAXPROCS": "2", "GOGC": "off"})),
+]
+
+
+@pytest.mark.parametrize("doc", [d for _, d in GO_ACCEPTED], ids=[c[0] for c in GO_ACCEPTED])
+def test_go_values_go_takes_are_accepted(doc: dict[str, Any]) -> None:
+    parse_experiment(yaml.safe_dump(doc))
+
+
+def test_a_baseline_outside_the_go_domain_cannot_hide_behind_the_range() -> None:
+    doc = _go({"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 8})
+    doc["baseline"] = {"params": {"GOMAXPROCS": -4}}
+    assert any(p.startswith("baseline.params.GOMAXPROCS: -4 is not a value of the parameter")
+               for p in _problems(doc))
+
+
+# --- periods the platform cannot deliver ---------------------------------------------------------
+
+PERIODS_REFUSED = [
+    ("pulses of milliseconds", _with("chaos.pattern", every="2ms", burst="1ms"),
+     ["chaos.pattern.burst: 1ms is shorter than 1s",
+      "chaos.pattern.every: must be at least 1s longer than burst"]),
+    ("no pause between bursts", _with("chaos.pattern", every="1500ms", burst="1s"),
+     ["chaos.pattern.every: must be at least 1s longer than burst"]),
+    ("burst longer than every", _with("chaos.pattern", every="2s", burst="3s"),
+     ["chaos.pattern.burst: must be shorter than every"]),
+    ("schedtrace flood", _with("measure", schedtrace=0.0001),
+     ["measure.schedtrace: 0.1ms is outside 100ms..500ms"]),
+    ("schedtrace zero", _with("measure", schedtrace="0s"),
+     ["measure.schedtrace: 0ms is outside 100ms..500ms"]),
+    ("schedtrace too coarse", _with("measure", schedtrace="2s"),
+     ["measure.schedtrace: 2s is outside 100ms..500ms"]),
+]
+
+
+@pytest.mark.parametrize(("doc", "expected"), [(d, e) for _, d, e in PERIODS_REFUSED],
+                         ids=[c[0] for c in PERIODS_REFUSED])
+def test_periods_the_platform_cannot_deliver_are_refused(doc: dict[str, Any],
+                                                         expected: list[str]) -> None:
+    problems = _problems(doc)
+    for text in expected:
+        assert any(p.startswith(text) for p in problems), (text, problems)
+
+
+@pytest.mark.parametrize("doc", [
+    _with("chaos.pattern", every="2s", burst="1s"),  # the cluster tests' pattern
+    {**_with("chaos.pattern", every="30s", burst="5s"),
+     "measure": {"warmup": "1s", "window": "60s", "load": {"metric": "p99"}}},
+    _with("measure", schedtrace=True),
+    _with("measure", schedtrace="100ms"),
+    _with("measure", schedtrace="250ms"),
+    _with("measure", schedtrace="500ms"),
+], ids=["2s-1s", "30s-5s", "schedtrace-true", "100ms", "250ms", "500ms"])
+def test_periods_the_platform_delivers_are_accepted(doc: dict[str, Any]) -> None:
+    parse_experiment(yaml.safe_dump(doc))

@@ -1,0 +1,187 @@
+"""Which cgroups are a dead run's (issue 16, "Concurrency and files"): exactly
+``autotune-<name>-<digits>``, never another experiment's; a group made from another PID
+namespace is not judged by a PID that means nothing here; and looking (``detect``, as
+``autotune cleanup`` and ``doctor`` do) changes nothing in the root's ``subtree_control``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autotune.clock import FakeClock
+from autotune.local import cgroups
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def _v1_tree(root: Path) -> Path:
+    for name, files in {"cpu": ["cpu.cfs_quota_us", "cgroup.procs"],
+                        "cpuacct": ["cpuacct.usage", "cgroup.procs"]}.items():
+        (root / name).mkdir(parents=True)
+        for f in files:
+            (root / name / f).write_text("")
+    return root
+
+
+def test_cleaning_api_leaves_the_groups_of_api_canary_alone(tmp_path: Path) -> None:
+    root = _v1_tree(tmp_path)
+    dead = _dead_pid()
+    names = [f"autotune-api-{dead}", f"autotune-api-canary-{dead}", f"autotune-api-2-{dead}",
+             "autotune-api-", "autotune-api-x1"]
+    for name in names:
+        (root / "cpu" / name / "service").mkdir(parents=True)
+    stale = cgroups.stale("autotune-api", cgroups.detect(root))
+    assert [s.name for s in stale] == [f"autotune-api-{dead}"]
+    stale[0].clock = FakeClock()
+    stale[0].remove()
+    left = sorted(p.name for p in (root / "cpu").iterdir() if p.is_dir())
+    assert left == sorted(names[1:])
+
+
+def test_detect_writes_nothing_and_a_run_undoes_what_it_enabled(tmp_path: Path) -> None:
+    """cgroup v2 whose root does not yet enable cpu for its children: ``detect`` (run by
+    ``autotune cleanup`` and ``doctor`` too) leaves it so; the run's limit enables it and its
+    removal disables it again."""
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory\n")
+    subtree = tmp_path / "cgroup.subtree_control"
+    subtree.write_text("memory\n")
+    mode = cgroups.detect(tmp_path)
+    assert mode.kind == "v2" and mode.cpu_root == tmp_path
+    assert subtree.read_text() == "memory\n", "detect() changed the root"
+    limit = cgroups.CpuLimit(mode, 1.0, "autotune-t-1", clock=FakeClock())
+    (tmp_path / "autotune-t-1").mkdir()
+    (tmp_path / "autotune-t-1" / "cgroup.subtree_control").write_text("")
+    limit.create()
+    assert subtree.read_text() == "+cpu"  # a plain file keeps the last write
+    for path in sorted(tmp_path.glob("autotune-t-1/**/*"), key=lambda p: -len(p.parts)):
+        if path.is_file():
+            path.unlink()  # what a real cgroupfs's rmdir does with the pseudo-files
+    limit.remove()
+    assert subtree.read_text() == "-cpu"
+
+
+# --- the real kernel: a run in another PID namespace -------------------------------------------
+
+OWNER = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from autotune.local import cgroups
+
+    name, lock_path = sys.argv[1], sys.argv[2]
+    extra = {}
+    if lock_path:
+        from autotune.runlock import RunLock
+        extra["lock"] = RunLock(Path(lock_path))
+        extra["lock"].acquire()
+    limit = cgroups.CpuLimit(mode=cgroups.detect(), cpus=1.0,
+                             name=f"autotune-{name}-{os.getpid()}", **extra)
+    limit.create()
+    print(limit.name, flush=True)
+    sys.stdin.readline()
+    limit.remove()
+""")
+
+
+def _kernel() -> cgroups.Mode:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a PID namespace")
+    mode = cgroups.detect()
+    if mode.kind == "affinity":
+        pytest.skip(f"no writable cgroups: {mode.reason}")
+    return mode
+
+
+def _free_pid_here() -> int:
+    for pid in range(30000, 20000, -7):
+        if not Path(f"/proc/{pid}").exists():
+            return pid
+    raise AssertionError("no free PID")
+
+
+@contextlib.contextmanager
+def _owner_in_new_pid_namespace(name: str, lock: Path | None,
+                                tmp: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A process in a new PID namespace whose PID there is one that no process has here, with
+    a limit ``autotune-<name>-<its pid>`` created (and, with ``lock``, holding that lock)."""
+    script = tmp / "owner.py"
+    script.write_text(OWNER)
+    pid = _free_pid_here()
+    shell = (f"echo {pid - 1} > /proc/sys/kernel/ns_last_pid; "
+             f"{sys.executable} {script} {name} '{lock or ''}'; true")
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", shell],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True, cwd=Path(__file__).parents[2])
+    try:
+        assert p.stdout is not None
+        group = p.stdout.readline().strip()
+        assert group.startswith(f"autotune-{name}-"), group + p.communicate()[0]
+        yield p, group
+    finally:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        mode = cgroups.detect()
+        for root in {mode.cpu_root, mode.acct_root, mode.cpuset_root} - {None}:
+            assert root is not None
+            for path in sorted(root.glob(f"autotune-{name}-*"), key=lambda x: -len(x.parts)):
+                for child in sorted(path.glob("*/"), key=lambda x: -len(x.parts)):
+                    with contextlib.suppress(OSError):
+                        child.rmdir()
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+
+
+def test_a_live_run_in_another_pid_namespace_is_not_stale(tmp_path: Path) -> None:
+    mode = _kernel()
+    name = f"pidns{os.getpid()}"
+    with _owner_in_new_pid_namespace(name, None, tmp_path) as (owner, group):
+        pid = int(group.rsplit("-", 1)[1])
+        assert not Path(f"/proc/{pid}").exists()  # its PID names no process here
+        assert [s.name for s in cgroups.stale(f"autotune-{name}", mode)] == []
+        assert owner.stdin is not None
+        owner.stdin.write("\n")
+        owner.stdin.flush()
+        owner.communicate(timeout=30)
+    assert not [p for p in mode.cpu_root.glob(f"autotune-{name}-*")]  # type: ignore[union-attr]
+
+
+def test_a_killed_run_from_another_pid_namespace_is_stale_once_its_lock_is_ours(
+        tmp_path: Path) -> None:
+    """The run lock is the liveness signal across namespaces: its holder took it before
+    making the group, and the kernel released it when it died."""
+    from autotune.errors import TargetError
+    from autotune.runlock import RunLock
+
+    mode = _kernel()
+    name = f"pidnsk{os.getpid()}"
+    lock = RunLock(tmp_path / "run.lock")
+    with _owner_in_new_pid_namespace(name, tmp_path / "run.lock", tmp_path) as (owner, group):
+        with pytest.raises(TargetError):
+            lock.acquire()
+        assert [s.name for s in cgroups.stale(f"autotune-{name}", mode)] == []
+        os.killpg(owner.pid, signal.SIGKILL)
+        owner.communicate()
+        assert [s.name for s in cgroups.stale(f"autotune-{name}", mode)] == [], \
+            "dead, but nothing here proves it yet"
+        lock.acquire()  # what the next run of the experiment does first
+        try:
+            stale = cgroups.stale(f"autotune-{name}", mode)
+            assert [s.name for s in stale] == [group]
+            stale[0].remove()
+        finally:
+            lock.release()
+    assert not [p for p in mode.cpu_root.glob(f"autotune-{name}-*")]  # type: ignore[union-attr]

@@ -1,0 +1,122 @@
+"""Every HTTP answer has a total deadline: a server that trickles its body (each byte inside the
+per-read timeout, which urllib3 restarts on every read) no longer keeps a call going forever."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from kubernetes import client
+
+from autotune.clock import SystemClock
+from autotune.deadline import bounded_session
+from autotune.experiment.models import Prometheus
+from autotune.insight.capture import Direct
+from autotune.kubernetes.client import Kube
+from autotune.kubernetes.errors import Unreachable
+from autotune.kubernetes.objects import PODS
+from autotune.metrics.base import Unavailable
+from autotune.metrics.prometheus import PrometheusSource
+
+BODY = b'{"kind": "Pod", "metadata": {"name": "api-0", "namespace": "default"}}'
+
+
+class Trickle:
+    """An HTTP server on 127.0.0.1 that sends its headers at once, then its body one byte per
+    ``pause`` seconds (each byte well inside any per-read timeout)."""
+
+    def __init__(self, pause: float) -> None:
+        self.sent = 0
+        self.stop = threading.Event()
+        trickle = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(BODY)))
+                self.end_headers()
+                for i in range(len(BODY)):
+                    if trickle.stop.wait(pause):
+                        return
+                    try:
+                        self.wfile.write(BODY[i:i + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    trickle.sent += 1
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def trickle() -> Iterator[Trickle]:
+    server = Trickle(pause=0.1)  # the whole body would take 7 s
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_requests_call_ends_at_its_total_deadline(trickle: Trickle) -> None:
+    session = bounded_session(total=0.5)
+    with pytest.raises(requests.ReadTimeout, match=r"did not finish within 0.5 s"):
+        session.get(f"{trickle.url}/api/v1/query", timeout=(1, 1))
+    assert trickle.sent < len(BODY)  # it ended before the answer did
+
+
+def test_a_fast_answer_is_read_whole(trickle: Trickle) -> None:
+    fast = Trickle(pause=0)
+    try:
+        response = bounded_session(total=5).get(f"{fast.url}/x", timeout=(1, 1))
+        assert response.json()["metadata"]["name"] == "api-0"
+    finally:
+        fast.close()
+
+
+def test_a_kubernetes_read_ends_at_its_deadline(trickle: Trickle) -> None:
+    configuration = client.Configuration()
+    configuration.host = trickle.url
+    kube = Kube(client.ApiClient(configuration), SystemClock(), attempts=1, body_deadline=0.5)
+    with pytest.raises(Unreachable, match=r"did not finish its answer to get .* within 0.5 s"):
+        kube.get(PODS, "default", "api-0")
+    assert trickle.sent < len(BODY)
+
+
+def test_a_capture_stream_ends_at_its_deadline(trickle: Trickle) -> None:
+    """A pprof endpoint (or a pod proxy) trickling its answer: the capture's chunks stop at the
+    capture's own timeout plus the connect, and the capture fails (never the run)."""
+    with Direct(trickle.url).get("/debug/pprof/profile?seconds=1", timeout=0.3) as answer, \
+            pytest.raises(TimeoutError):
+        for _ in answer.chunks:
+            pass
+    assert trickle.sent < len(BODY)
+
+
+def test_a_prometheus_query_ends_at_prometheus_timeout(trickle: Trickle) -> None:
+    """The query's whole answer within prometheus.timeout: a trickling query front end makes the
+    reading unavailable with the reason, it does not hold the trial."""
+    source = PrometheusSource(Prometheus(url=trickle.url, timeout=0.5), SystemClock())
+    try:
+        reading = source._query("up", at=1_800_000_000.0)
+    finally:
+        source.close()
+    assert isinstance(reading, Unavailable), reading
+    assert "did not finish within 0.5 s" in reading.reason
+    assert trickle.sent < len(BODY)

@@ -1,0 +1,298 @@
+"""Secrets in URLs, headers, bodies and argv are never written (issue 16, "Secrets"): each test
+gives a canary and checks where it must not appear, and, where it is a credential, that it was
+still used."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autotune import redaction
+from autotune.clock import FakeClock
+from autotune.errors import ExperimentError, MetricsError, StudyError
+from autotune.experiment import parse_experiment
+from autotune.experiment.models import Prometheus
+from autotune.live import Live, Matcher, Window
+from autotune.local import cgroups, proc
+from autotune.local.service import LocalService
+from autotune.metrics.base import Unavailable
+from autotune.metrics.prometheus import PrometheusSource
+from autotune.study import storage as st
+
+SECRET = "cAnArY-77e1d0"
+
+VALID = {
+    "name": "redaction",
+    "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}}},
+    "parameters": [{"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 8}],
+    "chaos": {"stress": {"workers": 1, "load": 10}},
+    "measure": {"warmup": "1s", "window": "4s"},
+    "metrics": {"p99": "surface"},
+    "objective": {"minimize": "p99"},
+}
+
+
+def _with(**changes: Any) -> str:
+    return yaml.safe_dump({**VALID, **changes})
+
+
+# --- prometheus.url ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", [
+    f"autotune:{SECRET}@prom:9090",  # no scheme: requests said InvalidSchema, quoting it
+    f"prom//autotune:{SECRET}@prom:9090",
+    f"http//autotune:{SECRET}@prom:9090",
+    f"ftp://autotune:{SECRET}@prom:9090",
+    f"http://autotune:{SECRET}/x@prom:9090",     # a '/' in the password, not percent-encoded
+    f"http://autotune:{SECRET}?@prom:9090",
+    f"http://autotune:{SECRET}@prom:port",
+    f"http://autotune:{SECRET}@:9090",
+    f"http://autotune:{SECRET}@prom:9090/a b",
+])
+def test_a_malformed_prometheus_url_is_refused_without_its_password(url: str) -> None:
+    with pytest.raises(ExperimentError) as caught:
+        parse_experiment(_with(prometheus={"url": url}))
+    text = "\n".join(caught.value.problems)
+    assert text.startswith("prometheus.url: "), text
+    assert SECRET not in text and SECRET[:8] not in text, text
+
+
+@pytest.mark.parametrize("url", [
+    "http://prom:9090", "https://prom.example/prefix/", "http://[::1]:9090",
+    f"https://autotune:{SECRET}@prom.example", "https://autotune:p%2Fw%40x@prom.example:443",
+    "http://autotune@prom:9090", "HTTPS://prom.example",
+])
+def test_a_prometheus_url_with_or_without_credentials_is_accepted(url: str) -> None:
+    exp = parse_experiment(_with(prometheus={"url": url}))
+    assert exp.prometheus.url == url
+
+
+def test_the_schema_gives_prometheus_url_a_pattern() -> None:
+    from autotune.experiment.models import Experiment
+
+    schema = json.dumps(Experiment.model_json_schema())
+    assert "^[Hh][Tt][Tt][Pp][Ss]?://" in schema
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A query front end whose backend is gone: queries get 503, the other endpoints 404 (whose
+    HTTPError message quotes the whole URL). Keeps the Authorization header of each request."""
+
+    seen: list[str | None] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get("Authorization"))
+        query = self.path.startswith("/api/v1/query?") or self.path == "/api/v1/query"
+        body = b"no healthy upstream" if query else b"404 page not found"
+        self.send_response(503 if query else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+
+@pytest.fixture
+def refusing() -> Iterator[tuple[str, list[str | None]]]:
+    seen: list[str | None] = []
+
+    class Handler(_Refusing):
+        pass
+
+    Handler.seen = seen
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+SCOPE = (Matcher("job", "x"),)
+
+
+def test_url_userinfo_is_sent_as_basic_auth_and_in_no_message(
+        refusing: tuple[str, list[str | None]], caplog: pytest.LogCaptureFixture) -> None:
+    address, seen = refusing
+    # '@' and '/' percent-encoded, as a URL needs them
+    password = f"{SECRET}/p@ss"
+    quoted = password.replace("/", "%2F").replace("@", "%40")
+    config = Prometheus(url=f"http://autotune:{quoted}@{address}", timeout=1.0,
+                        scrape_interval=1.0, headers={"X-Scope-OrgID": f"org-{SECRET}"})
+    source = PrometheusSource(config, FakeClock())
+    caplog.set_level("DEBUG")
+    source.learn_interval(SCOPE)  # 404s: the configured interval, and why, in the log
+    assert "404" in caplog.text and SECRET not in caplog.text, caplog.text
+    reading = source.read({"m": "up"}, Window(0.0, 1.0),
+                          Live(env={}, since=0.0, scope=SCOPE))["m"]
+    assert isinstance(reading, Unavailable) and "503" in reading.reason, reading
+    assert SECRET not in reading.reason and "%2F" not in reading.reason, reading.reason
+    basic = "Basic " + base64.b64encode(f"autotune:{password}".encode()).decode()
+    assert seen and set(seen) == {basic}, seen
+
+
+def test_a_failure_to_learn_the_interval_names_no_password(
+        refusing: tuple[str, list[str | None]], caplog: pytest.LogCaptureFixture) -> None:
+    address, _ = refusing
+    config = Prometheus(url=f"http://autotune:{SECRET}@{address}", timeout=1.0)
+    source = PrometheusSource(config, FakeClock())
+    with pytest.raises(MetricsError) as caught:
+        source.learn_interval(SCOPE)
+    assert "404" in str(caught.value)
+    assert SECRET not in str(caught.value) and SECRET not in caplog.text, str(caught.value)
+
+
+def test_userinfo_and_a_bearer_token_together_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDACTION_TOKEN", f"tok-{SECRET}")
+    config = Prometheus(url=f"http://autotune:{SECRET}@127.0.0.1:9", token_env="REDACTION_TOKEN")
+    with pytest.raises(MetricsError) as caught:
+        PrometheusSource(config, FakeClock()).client()
+    assert "Authorization" in str(caught.value) and SECRET not in str(caught.value)
+
+
+# --- the storage URL -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", [
+    f"postgresql//autotune:{SECRET}@127.0.0.1/db",   # the ':' forgotten
+    f"postgresql:/autotune:{SECRET}@127.0.0.1/db",
+    f"autotune:{SECRET}@127.0.0.1/db",               # no scheme at all
+    f"postgresql+psycopg2://autotune:{SECRET}@127.0.0.1:port/db",
+    f"postgresql+psycopg2://autotune:{SECRET}/x@127.0.0.1:1/db",  # '/' not percent-encoded
+    f"postgresql+psycopg2://autotune:p@{SECRET}@127.0.0.1:1/db",  # '@' not percent-encoded
+    f"postgresql+psycopg2://autotune@127.0.0.1:1/db?sslpassword={SECRET}",
+    f"postgresql+psycopg2://autotune@127.0.0.1:1/db?sslmode=require&PASSWORD={SECRET}",
+    f"nosuchdialect://autotune:{SECRET}@127.0.0.1:1/db",
+])
+def test_a_storage_url_that_cannot_be_opened_is_named_without_its_password(url: str) -> None:
+    assert SECRET not in st.redact(url), st.redact(url)
+    with pytest.raises(StudyError) as caught:
+        st.open_storage(url, 10)
+    text = "\n".join(caught.value.problems)
+    assert "cannot open the study storage" in text and SECRET not in text, text
+    if "//autotune:" in url or url.startswith("autotune:"):
+        assert "autotune:***@" in text, text
+
+
+def test_redacting_a_storage_url_keeps_what_identifies_it() -> None:
+    assert st.redact("postgresql://autotune:pw@db.example:5432/studies?sslmode=require") == \
+        "postgresql://autotune:***@db.example:5432/studies?sslmode=require"
+    assert st.redact("sqlite:///results/x/study.db") == "sqlite:///results/x/study.db"
+    assert st.redact("postgresql://autotune@db/x") == "postgresql://autotune@db/x"
+
+
+# --- the local target ----------------------------------------------------------------------------
+
+LOCAL = {
+    **VALID,
+    "target": {"local": {
+        "command": ["./bin/svc", "--listen", "127.0.0.1:{port}", f"--db-password={SECRET}-1",
+                    "--token", f"{SECRET}-2", f"postgres://svc:{SECRET}-3@db/app", "--workers",
+                    "4"],
+        "env": {"SVC_MODE": "test"},
+        "load": {"rate": 100, "method": "POST", "body": f'{{"key": "{SECRET}-4"}}',
+                 "headers": {"X-Api-Key": f"{SECRET}-5", "Content-Type": "application/json"}},
+    }},
+    "prometheus": {"token_env": "REDACTION_PROM_TOKEN"},
+}
+
+
+def _local(tmp: Path) -> LocalService:
+    exp = parse_experiment(yaml.safe_dump(LOCAL))
+    limit = cgroups.CpuLimit(cgroups.Mode("affinity", reason="test"), 1.0, "unit")
+    return LocalService(exp, limit, proc.Registry(tmp / "p.json"), tmp, FakeClock(),
+                        resolve=lambda name: tmp / name)
+
+
+def test_the_local_target_is_described_without_header_values_body_or_secret_arguments(
+        tmp_path: Path) -> None:
+    described = _local(tmp_path).describe()
+    text = json.dumps(described)
+    assert SECRET not in text, text
+    # What identifies the target stays: the program, the other arguments, the header names,
+    # the values of the content headers, the body's size.
+    assert described["command"][:3] == ["./bin/svc", "--listen", "127.0.0.1:{port}"]
+    assert described["command"][-2:] == ["--workers", "4"]
+    assert described["load"]["headers"] == {"X-Api-Key": "***",
+                                            "Content-Type": "application/json"}
+    assert described["load"]["body"] == f"<{len(LOCAL['target']['local']['load']['body'])} bytes>"
+    assert described["load"]["method"] == "POST" and described["load"]["rate"] == 100
+
+
+def test_the_service_gets_the_environment_without_autotunes_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOTUNE_STORAGE", f"postgresql://u:{SECRET}@db/x")
+    monkeypatch.setenv("REDACTION_PROM_TOKEN", SECRET)
+    monkeypatch.setenv("GOMAXPROCS", "7")  # a parameter: unset means unset
+    monkeypatch.setenv("SVC_SHELL_SETTING", "kept")
+    env = _local(tmp_path)._service_env({"GOMAXPROCS": "2"})
+    assert SECRET not in json.dumps(env)
+    assert "AUTOTUNE_STORAGE" not in env and "REDACTION_PROM_TOKEN" not in env
+    assert env["GOMAXPROCS"] == "2" and env["SVC_MODE"] == "test"
+    assert env["SVC_SHELL_SETTING"] == "kept" and env["PATH"] == os.environ["PATH"]
+
+
+# --- the rules themselves ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://u:pw@h:1/p?q=1", "https://u:***@h:1/p?q=1"),
+    ("https://u@h", "https://u@h"),
+    ("https://h:9090/x", "https://h:9090/x"),
+    ("u:pw@h:9090", "u:***@h:9090"),
+    ("postgresql//u:pw@h/db", "postgresql//u:***@h/db"),
+    ("postgresql://u:p/w@h/db", "postgresql://u:***@h/db"),
+    ("postgresql://u:p@w@h/db", "postgresql://u:***@h/db"),
+    ("postgresql://u@h/db?sslpassword=pw&x=1", "postgresql://u@h/db?sslpassword=***&x=1"),
+    ("postgresql://u@h/db?x=1&Password=pw", "postgresql://u@h/db?x=1&Password=***"),
+    ("https://h/api?access_token=pw", "https://h/api?access_token=***"),
+    ("http://h/x?email=a@b.example", "http://h/x?email=a@b.example"),
+])
+def test_url(url: str, shown: str) -> None:
+    assert redaction.url(url) == shown
+
+
+def test_scrub_replaces_known_secrets_and_credentials_in_urls() -> None:
+    message = ("Could not parse SQLAlchemy URL from string 'postgresql//u:s3cr3t-x@h/db'; "
+               "token s3cr3t-y; https://a:b-secret@h/x and 'u:p%40ss-1@h:1'")
+    out = redaction.scrub(message, ["s3cr3t-y", "p@ss-1"])
+    assert "s3cr3t" not in out and "b-secret" not in out and "p%40ss" not in out, out
+    assert "postgresql//u:***@h/db" in out and "https://a:***@h/x" in out
+    assert redaction.scrub("nothing to hide", ["", "x"]) == "nothing to hide"
+
+
+def test_argv_keeps_the_program_and_hides_secret_looking_values() -> None:
+    argv = ["svc", "-p", "80", "--password", "a", "--api-key=b", "DB_PASSWORD=c",
+            "https://u:d@h/x", "--auth-token", "e", "--port", "8080"]
+    assert redaction.argv(argv) == [
+        "svc", "-p", "80", "--password", "***", "--api-key=***", "DB_PASSWORD=***",
+        "https://u:***@h/x", "--auth-token", "***", "--port", "8080"]
+
+
+def test_headers_keep_names_and_the_values_of_content_headers_only() -> None:
+    assert redaction.headers({"Authorization": "Bearer x", "accept": "text/plain",
+                              "X-Org": "y"}) == {"Authorization": "***", "accept": "text/plain",
+                                                 "X-Org": "***"}
+
+
+def test_child_env_drops_autotunes_own_variables_and_the_named_ones() -> None:
+    base = {"PATH": "/bin", "HOME": "/root", "AUTOTUNE_STORAGE": "x", "AUTOTUNE_PROMETHEUS": "y",
+            "PROM_TOKEN": "z", "AWS_PROFILE": "w", "GOGC": "50", "LC_ALL": "C"}
+    assert redaction.child_env(["PROM_TOKEN"], base=base) == {
+        "PATH": "/bin", "HOME": "/root", "AWS_PROFILE": "w", "GOGC": "50", "LC_ALL": "C"}
+    assert redaction.tool_env(base=base) == {"PATH": "/bin", "HOME": "/root", "GOGC": "50",
+                                             "LC_ALL": "C"}
