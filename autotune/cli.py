@@ -313,6 +313,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
     from autotune.progress import RichProgress
+    from autotune.report import history
     from autotune.study import nightly
     from autotune.study import storage as st
     from autotune.study.status import run_text, status_data
@@ -323,7 +324,8 @@ def _run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
     progress = None
     try:
         runner, progress = _runner(exp, digest, args.plain, args.context)
-        night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options)
+        night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options,
+                                  history.verdict_record)
         if night.confirmed:
             _capture(exp, night.studies, runner)
     finally:
@@ -598,13 +600,17 @@ def _guarded(step: Callable[[], int]) -> ExitCode:
 
 
 def _storage_failure(e: BaseException) -> str | None:
-    """The database's own words if ``e`` came from the study storage (locked, disk full)."""
+    """The database's own words if ``e`` came from the study storage (locked, disk full):
+    Optuna's RDB storage talks to every database through SQLAlchemy, which wraps the driver's
+    error (sqlite3, psycopg2) in one of its own."""
     import sqlite3
+
+    from sqlalchemy.exc import SQLAlchemyError
 
     seen: BaseException | None = e
     while seen is not None:
-        if isinstance(seen, sqlite3.Error) or type(seen).__module__.startswith("psycopg2"):
-            return str(seen).strip().splitlines()[0]
+        if isinstance(seen, SQLAlchemyError | sqlite3.Error):
+            return str(getattr(seen, "orig", None) or seen).strip().splitlines()[0]
         seen = seen.__cause__ or seen.__context__
     return None
 

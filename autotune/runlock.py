@@ -30,7 +30,6 @@ lock is taken again on the new file.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -239,5 +238,9 @@ class RunLock:
         self.release()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        # Not contextlib.suppress: at interpreter exit the module's globals may already be None
+        # (a traceback on stderr at every exit); the kernel releases the lock then anyway.
+        try:  # noqa: SIM105
             self.release()
+        except Exception:
+            pass

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from autotune.report import significance as sig
+from autotune.evidence import significance as sig
 
 
 def rates(gain: float, noise: float, n: int, sims: int, rng: np.random.Generator,

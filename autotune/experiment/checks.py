@@ -12,8 +12,8 @@ from autotune.experiment.models import (
     Scalar,
     _is_number,
 )
+from autotune.experiment.templates import KNOWN_PLACEHOLDERS, placeholders
 from autotune.insight.overflow import STEP as OVERFLOW_STEP
-from autotune.metrics.promql import KNOWN_PLACEHOLDERS, placeholders
 
 # --- what the platform can do ------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 # by a few points between repeats of one configuration, so less is not evidence of a mechanism.
 THROTTLE_POINTS = 0.05
 GC_CPU_POINTS = 0.05
-# P-idle time is noisier (it only advances at the end of GC cycles, DESIGN.md §5).
+# P-idle time is noisier (runtime/metrics updates /cpu/classes/* only at the end of GC cycles).
 IDLE_POINTS = 0.10
 # Latency-like figures vary multiplicatively; a factor of 2 is beyond repeat noise (the demo's
 # repeats differ by 1.09x median, 2.0x at worst for a saturated service).
@@ -46,7 +46,7 @@ class Evidence:
     # GC's share of the CPU the program used (cpu/classes gc / (total - idle)): a share of
     # total would shrink with GOMAXPROCS alone, since total counts every P's idle time too
     gc_cpu_share: float | None = None
-    idle_share: float | None = None  # P idle: cpu/classes idle / total (DESIGN.md §5)
+    idle_share: float | None = None  # P idle: /cpu/classes/idle / /cpu/classes/total
     overflow_count: int | None = None
     overflow_longest: float | None = None
     overflow_threshold: int | None = None

@@ -57,7 +57,9 @@ NEEDED: tuple[Permission, ...] = (
     Permission("delete", STRESSCHAOS, "ChaosMeshInjector.recover and cleanup"),
 )
 
-# Cluster-scoped, for ``validate --cluster`` only (a ClusterRole in deploy/rbac.yaml).
+# Cluster-scoped (a ClusterRole in deploy/rbac.yaml): validate --cluster asks the API server
+# for its access (SelfSubjectAccessReview), and describe reads the pods' nodes. The manifest and
+# first-night tests check deploy/rbac.yaml grants exactly these.
 CLUSTER_NEEDED: tuple[Permission, ...] = (
     Permission("create", ACCESS_REVIEWS, "stack.validate_cluster: SelfSubjectAccessReview"),
     Permission("get", NODES, "KubernetesTarget.describe: the pods' node type (fingerprint)"),

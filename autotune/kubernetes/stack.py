@@ -15,6 +15,7 @@ from autotune.advice import gomaxprocs_warnings
 from autotune.clock import Clock, SystemClock
 from autotune.errors import AutotuneError, ExperimentError, MetricsError
 from autotune.experiment.models import Experiment, KubernetesTarget, Setting
+from autotune.experiment.templates import placeholders
 from autotune.kubernetes.client import Kube, connect
 from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
 from autotune.kubernetes.deployment import StressGuard, restore_annotated
@@ -30,8 +31,10 @@ from autotune.kubernetes.objects import (
 )
 from autotune.kubernetes.permissions import needed
 from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
-from autotune.live import Window
-from autotune.metrics.prometheus import PrometheusSource
+from autotune.live import Matcher, Window
+from autotune.metrics import promql
+from autotune.metrics.base import Unavailable
+from autotune.metrics.prometheus import PrometheusSource, PrometheusUnreachable
 from autotune.study.design import cpu_limit
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
 
@@ -111,9 +114,6 @@ def _refuse_external_writers(exp: Experiment, target: DeploymentTarget) -> None:
 
 
 def _source(exp: Experiment, clock: Clock, target: DeploymentTarget) -> PrometheusSource:
-    from autotune.live import Matcher
-    from autotune.metrics.prometheus import PrometheusUnreachable
-
     source = PrometheusSource(exp.prometheus, clock, window=exp.measure.window)
     try:
         scope = target.current().scope
@@ -235,9 +235,6 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
     """Read the real scrape interval and check the window against it; check every pod is
     scraped; run every metric query over the last window against the running pods; report the
     ones that return no series, several series or NaN."""
-    from autotune.metrics import promql
-    from autotune.metrics.base import Unavailable
-
     clock = SystemClock()
     try:
         target, _ = _parts(exp, _kube(exp, clock, context), clock, None)
@@ -249,7 +246,7 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
     values = promql.values(live, window.seconds)
     # The generator's series exist only while autotune's generator pod runs (in a trial).
     generated = {name for name in exp.metrics
-                 if "load_selector" in promql.placeholders(exp.metric(name).query)}
+                 if "load_selector" in placeholders(exp.metric(name).query)}
     for name in sorted(generated):
         log.info("metrics.%s: not tried, it reads the load generator's series, which exist "
                  "only during a trial", name)

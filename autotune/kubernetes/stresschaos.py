@@ -1,6 +1,6 @@
 """Chaos Mesh StressChaos as the Injector: one object per injection, verified in, verified gone.
 
-Facts this relies on (Chaos Mesh v2.8.3, see DESIGN.md §4):
+Facts this relies on (Chaos Mesh v2.8.3: controllers/common, controllers/chaosimpl/stresschaos):
 
 - the spec cannot be updated, so every injection is a new object with a unique name;
 - unknown fields are silently pruned by the API server, so every object is validated against the
@@ -74,7 +74,6 @@ from autotune.live import Live
 log = logging.getLogger(__name__)
 
 CRD_FILE = "data/chaos-mesh/chaos-mesh.org_stresschaos.yaml"
-FINALIZER = "chaos-mesh/records"
 MAX_WORKERS = 8192
 CRD_MISSING = ("the StressChaos CRD (stresschaos.chaos-mesh.org/v1alpha1) is not installed in "
                "this cluster: install Chaos Mesh (v2.x, see https://chaos-mesh.org/docs/) first")
@@ -181,7 +180,8 @@ def records(obj: Obj) -> list[Obj]:
 
 
 def not_injected(obj: Obj) -> str | None:
-    """None when the stress is really running (DESIGN.md §4), else what is missing."""
+    """None when the stress is really running (as the module docstring defines it), else what
+    is missing."""
     status = obj.get("status") or {}
     phase = (status.get("experiment") or {}).get("desiredPhase")
     if phase != "Run":

@@ -472,18 +472,6 @@ class CpuLimit:
             return None
         return int((base / "cpuacct.usage").read_text()) / 1e9
 
-    def throttled_seconds(self) -> float | None:
-        if self.mode.kind == "affinity" or self.mode.cpu_root is None:
-            return None
-        stat = (self.mode.cpu_root / self.name / "service" / "cpu.stat").read_text()
-        for line in stat.splitlines():
-            key, value = line.split()
-            if key == "throttled_usec":
-                return int(value) / 1e6
-            if key == "throttled_time":
-                return int(value) / 1e9
-        return None
-
     def remove(self, timeout: float = 10.0) -> list[str]:
         """Move autotune out of ``tools/``, kill what is still inside, then remove the
         directories (children first) in every hierarchy, the cpuset one included."""
@@ -508,7 +496,6 @@ class CpuLimit:
         self.dirs.clear()
         self._disable_root()
         return leftovers
-
 
     def _rmdir(self, path: Path, deadline: float) -> None:
         """Remove one cgroup directory, retrying while its last tasks finish exiting."""

@@ -6,17 +6,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from autotune.experiment.templates import PLACEHOLDER
 from autotune.live import Live, Matcher
 
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-KNOWN_PLACEHOLDERS = frozenset({"selector", "load_selector", "window"})
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RE2 metacharacters; pod names never contain them, but label values from users might.
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
-
-
-def placeholders(template: str) -> set[str]:
-    return {m.group(1) for m in PLACEHOLDER.finditer(template)}
 
 
 def quote(value: str) -> str:

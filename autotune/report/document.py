@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from autotune.evidence import significance as sig
 from autotune.experiment.models import Setting
 from autotune.insight.explain import duration
-from autotune.report import significance as sig
 from autotune.report.model import Configuration, MetricSummary, Report, SchedulerRow, TrialRow
 
 

@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from autotune.errors import AutotuneError
+from autotune.evidence.significance import describe
 from autotune.report.model import Configuration, Report
-from autotune.report.significance import describe
 
 FORMATS = ("kustomize", "env", "json", "helm-values")
 

@@ -18,6 +18,7 @@ from typing import Any
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.report import markdown as md
+from autotune.report.collect import build_report
 from autotune.study import nightly
 from autotune.study import storage as st
 
@@ -214,3 +215,25 @@ def write(history: Sequence[NightRow], out_dir: Path) -> list[Path]:
     written.insert(0, _write(out_dir / "nights.json", to_json(history)))
     written.insert(0, _write(out_dir / "nights.md", markdown(history, plot)))
     return written
+
+
+def verdict_record(exp: Experiment, studies: st.Studies) -> dict[str, Any]:
+    """The report's verdict, the chosen configuration and the primary objective's medians."""
+    report = build_report(exp, studies)
+    chosen = report.configuration(report.best_candidate)
+    c = report.improvement
+    o = report.objectives[0]
+    baseline = (report.baseline.objectives[0].median
+                if report.baseline is not None and report.baseline.objectives else None)
+    return {
+        "verdict": report.verdict, "reason": report.reason,
+        "recommendation": report.recommendation,
+        "candidate": None if chosen is None else {"id": chosen.id, "settings": chosen.settings,
+                                                  "env": chosen.env},
+        "metric": o.metric, "unit": o.unit, "direction": o.direction,
+        "candidate_median": None if c is None else c.candidate_median,
+        "baseline_median": c.baseline_median if c is not None else baseline,
+        "improvement": None if c is None else c.improvement,
+        "ci95": None if c is None else [c.low, c.high],
+        "n": None if c is None else [c.n_candidate, c.n_baseline],
+    }

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from autotune.evidence.significance import Comparison, Verdict
 from autotune.experiment.models import Scalar, Setting
-from autotune.report.significance import Comparison, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -52,7 +52,8 @@ class Environment:
     cpu_limit: str
     go_version: str
     gomaxprocs_default: str
-    """What GOMAXPROCS the service had with the variable unset (DESIGN.md §5)."""
+    """What GOMAXPROCS the service had with the variable unset (Go >= 1.25: its cgroup's CPU
+    limit, else the CPUs it may run on)."""
     autotune_version: str
     """Of the code that wrote this report."""
     measured_with: tuple[str, ...]

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment
 from autotune.report import scheduler
-from autotune.report import significance as sig
 from autotune.report.environment import environment
 from autotune.report.model import (
     Configuration,

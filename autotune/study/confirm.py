@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from optuna.trial import TrialState
 
+from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.loop import trial_summary
@@ -248,8 +249,6 @@ def adaptive_round(
 ) -> list[dict[str, Any]]:
     """The next adaptive round's entries, or [] when the best candidate is separated from the
     runner-up and from the baseline (or there is nothing to separate)."""
-    from autotune.report import significance as sig
-
     direction = directions(exp)[0]
     sign = 1.0 if direction == "minimize" else -1.0
     values = {p.trial: pooled_values(studies, p.settings) for p in candidates}

@@ -58,13 +58,6 @@ class RunResult:
     orphans: list[str] = field(default_factory=list)
 
 
-@dataclass
-class RunOptions:
-    trials: int
-    new_study: bool = False
-    storage: str | None = None
-
-
 def is_search(t: FrozenTrial) -> bool:
     return bool(t.user_attrs.get("kind", "search") == "search")
 

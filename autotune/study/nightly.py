@@ -78,7 +78,7 @@ import random
 import secrets
 import socket
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -86,12 +86,12 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.clock import Clock
+from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment, Setting
-from autotune.report import significance as sig
 from autotune.study import design
 from autotune.study import storage as st
 from autotune.study.confirm import confirm, top_configurations
-from autotune.study.interrupts import shielded
+from autotune.study.interrupts import Interrupted, shielded
 from autotune.study.loop import (
     DESIGN_ATTR,
     RunResult,
@@ -595,30 +595,6 @@ def retire_drift_runs(studies: st.Studies, records: Sequence[Mapping[str, Any]])
     return retired
 
 
-def verdict_record(exp: Experiment, studies: st.Studies) -> dict[str, Any]:
-    """The report's verdict, the chosen configuration and the primary objective's medians."""
-    from autotune.report import build_report  # the report reads the study engine: no cycle
-
-    report = build_report(exp, studies)
-    chosen = report.configuration(report.best_candidate)
-    c = report.improvement
-    o = report.objectives[0]
-    baseline = (report.baseline.objectives[0].median
-                if report.baseline is not None and report.baseline.objectives else None)
-    return {
-        "verdict": report.verdict, "reason": report.reason,
-        "recommendation": report.recommendation,
-        "candidate": None if chosen is None else {"id": chosen.id, "settings": chosen.settings,
-                                                  "env": chosen.env},
-        "metric": o.metric, "unit": o.unit, "direction": o.direction,
-        "candidate_median": None if c is None else c.candidate_median,
-        "baseline_median": c.baseline_median if c is not None else baseline,
-        "improvement": None if c is None else c.improvement,
-        "ci95": None if c is None else [c.low, c.high],
-        "n": None if c is None else [c.n_candidate, c.n_baseline],
-    }
-
-
 # --- one night ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -669,7 +645,13 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
-def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOptions) -> Night:
+Verdict = Callable[[Experiment, st.Studies], dict[str, Any]]
+"""What the report concludes about the study (``autotune.report.history.verdict_record``): passed
+in, because the report reads the study engine and not the other way round."""
+
+
+def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOptions,
+              verdict_of: Verdict) -> Night:
     """Open (or replace) the study, check drift, search within the night's budget, confirm,
     judge, and record the night. The runner's backends are used and restored as by ``run``."""
     night = night_id()
@@ -732,7 +714,7 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
             except Exception as saving:  # the original error matters more
                 log.error("could not record the night's end: %s", saving)
         raise
-    verdict = verdict_record(exp, studies)
+    verdict = verdict_of(exp, studies)
     record.update(status="finished",
                   finished=_now(),
                   search_trials=completed_search(studies.search) - before,
@@ -744,8 +726,6 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
 
 
 def _status(e: BaseException) -> str:
-    from autotune.study.interrupts import Interrupted
-
     return "interrupted" if isinstance(e, Interrupted | KeyboardInterrupt) else "failed"
 
 

@@ -379,3 +379,30 @@ def tmpfs(path: Path, options: str) -> Iterator[Path]:
         yield path
     finally:
         unmount(path)
+
+
+def short_study(name: str, trials: int = 1) -> dict[str, Any]:
+    """A short local study of the demo (the first stressed window ~8 s after the start): the
+    kill matrix's and the PID 1 test's."""
+    return {
+        "name": name,
+        "target": {"local": {"workload": "demo", "cpus": 1.0,
+                             "load": {"rate": 100, "connections": 8}}},
+        "parameters": [{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4]},
+                       {"name": "GOGC", "type": "int", "values": [100, 400]}],
+        "baseline": {"repeats": 1, "params": {"GOMAXPROCS": None, "GOGC": None}},
+        "chaos": {"stress": {"workers": 1, "load": 25}},
+        "measure": {"warmup": "1s", "window": "2s", "noise_guard": {"enabled": False}},
+        "prometheus": {"scrape_interval": "500ms"},
+        "metrics": {
+            "p99_latency": {"query": "histogram_quantile(0.99, sum by (le) (rate("
+                            "loadgen_request_duration_seconds_bucket{ {{selector}} }"
+                            "[{{window}}])))"},
+            "error_rate": {"query": 'sum(rate(loadgen_requests_total{ {{selector}}, '
+                           'outcome!="ok" }[{{window}}])) / sum(rate(loadgen_requests_total{ '
+                           "{{selector}} }[{{window}}]))"},
+        },
+        "objective": {"minimize": "p99_latency"},
+        "constraints": ["error_rate <= 0.5"],
+        "study": {"trials": trials, "sampler": "random", "seed": 3},
+    }

@@ -49,28 +49,6 @@ OLD_ARGS = ["run", "/etc/autotune/api.yaml", "--plain", "--fail-on-drift"]
 """deploy/cronjob.yaml's container before autotune became its PID 1, verbatim."""
 
 
-def _experiment(name: str) -> dict[str, Any]:
-    """The kill matrix's short local study: the first stressed window ~8 s after the start."""
-    return {
-        "name": name,
-        "target": {"local": {"workload": "demo", "cpus": 1.0,
-                             "load": {"rate": 100, "connections": 8}}},
-        "parameters": [{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4]},
-                       {"name": "GOGC", "type": "int", "values": [100, 400]}],
-        "baseline": {"repeats": 1, "params": {"GOMAXPROCS": None, "GOGC": None}},
-        "chaos": {"stress": {"workers": 1, "load": 25}},
-        "measure": {"warmup": "1s", "window": "2s", "noise_guard": {"enabled": False}},
-        "prometheus": {"scrape_interval": "500ms"},
-        "metrics": {
-            "p99_latency": {"query": "histogram_quantile(0.99, sum by (le) (rate("
-                            "loadgen_request_duration_seconds_bucket{ {{selector}} }"
-                            "[{{window}}])))"},
-        },
-        "objective": {"minimize": "p99_latency"},
-        "study": {"trials": 2, "sampler": "random", "seed": 3},
-    }
-
-
 @pytest.fixture(scope="module")
 def built() -> None:
     import os
@@ -94,7 +72,7 @@ class Night:
         self.tag = f"p1-{TOKEN}-{label}"
         self.tmp = tmp
         self.experiment = tmp / "api.yaml"
-        self.experiment.write_text(yaml.safe_dump(_experiment(self.name)))
+        self.experiment.write_text(yaml.safe_dump(ks.short_study(self.name, trials=2)))
         self.results = tmp / "results" / self.name
         self.url = f"sqlite:///{self.results}/study.db"
         self.promote = tmp / "promote"

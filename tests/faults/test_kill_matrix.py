@@ -43,31 +43,6 @@ OBSERVE_FIRST = 4.0  # the first trial of a run waits for Prometheus's first dis
 ROUNDS: list[dict[str, Any]] = []
 
 
-def _experiment(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "target": {"local": {"workload": "demo", "cpus": 1.0,
-                             "load": {"rate": 100, "connections": 8}}},
-        "parameters": [{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4]},
-                       {"name": "GOGC", "type": "int", "values": [100, 400]}],
-        "baseline": {"repeats": 1, "params": {"GOMAXPROCS": None, "GOGC": None}},
-        "chaos": {"stress": {"workers": 1, "load": 25}},
-        "measure": {"warmup": "1s", "window": "2s", "noise_guard": {"enabled": False}},
-        "prometheus": {"scrape_interval": "500ms"},
-        "metrics": {
-            "p99_latency": {"query": "histogram_quantile(0.99, sum by (le) (rate("
-                            "loadgen_request_duration_seconds_bucket{ {{selector}} }"
-                            "[{{window}}])))"},
-            "error_rate": {"query": 'sum(rate(loadgen_requests_total{ {{selector}}, '
-                           'outcome!="ok" }[{{window}}])) / sum(rate(loadgen_requests_total{ '
-                           "{{selector}} }[{{window}}]))"},
-        },
-        "objective": {"minimize": "p99_latency"},
-        "constraints": ["error_rate <= 0.5"],
-        "study": {"trials": 1, "sampler": "random", "seed": 3},
-    }
-
-
 @pytest.fixture(scope="module")
 def built() -> None:
     """Build the Go workloads once (the product caches them by source hash; every round's
@@ -132,7 +107,7 @@ def test_kill_round(seed: int, built: None, tmp_path: Path) -> None:
     name = f"km{TOKEN}s{seed:02d}"
     tag = f"km-{TOKEN}-{seed:02d}"
     exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump(_experiment(name)))
+    exp.write_text(yaml.safe_dump(ks.short_study(name)))
     results = tmp_path / "results" / name
     url = f"sqlite:///{tmp_path}/study.db"
     row: dict[str, Any] = {"seed": seed, "signal": sig.name, "aim": aim, "phase": "-",
@@ -323,7 +298,7 @@ def test_interrupt_while_the_cgroups_are_created_leaves_none(tmp_path: Path,
     from autotune.study.space import to_env
 
     name = f"km{TOKEN}cg"
-    exp = parse_experiment(yaml.safe_dump(_experiment(name)))
+    exp = parse_experiment(yaml.safe_dump(ks.short_study(name)))
     backends = build(exp, tmp_path / "results" / name, SystemClock())
     if backends.target.limit.mode.kind == "affinity":  # type: ignore[attr-defined]
         pytest.skip("no cgroups on this host (affinity isolation)")

@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 
 from autotune.errors import StudyError
 from autotune.experiment import Experiment, parse_experiment
+from autotune.report import history
 from autotune.simulated import World
 from autotune.study import nightly
 from autotune.study import storage as st
@@ -36,7 +37,7 @@ def _exp(tmp: Path, *, noise: float = 0.02, optimum: dict[str, Any] | None = Non
 def _night(r: Rig, **options: Any) -> nightly.Night:
     opts = nightly.NightOptions(**{"budget": r.exp.study.trials, "top": 2, "repeats": 2,
                                    "extra": 2, **options})
-    return nightly.run_night(r.exp, r.url, r.runner(), opts)
+    return nightly.run_night(r.exp, r.url, r.runner(), opts, history.verdict_record)
 
 
 def _record(night: nightly.Night) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotune.report import significance as sig
+from autotune.evidence import significance as sig
 
 BASELINE = [0.018, 0.0185, 0.019]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from autotune.evidence import significance as sig
 from autotune.experiment.models import Setting
 from autotune.report import build_report, export
-from autotune.report import significance as sig
 from autotune.report.environment import environment
 from tests.report.builder import EXPERIMENT, Builder, experiment, m
 

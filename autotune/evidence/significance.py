@@ -3,8 +3,8 @@
 The statistic is the **relative improvement of the median**, oriented so that positive is
 better: ``(median(baseline) - median(candidate)) / |median(baseline)|`` when minimizing, the
 opposite sign when maximizing. The median rather than the mean because one window that caught a
-GC storm or a bimodal phase should not move a configuration's summary (DESIGN.md §5: the Go
-default is "bimodal").
+GC storm or a bimodal phase should not move a configuration's summary (under stress, Go's
+defaults often alternate between a good and a bad phase).
 
 Its 95% confidence interval is a **percentile bootstrap**: each group is resampled with
 replacement independently (``RESAMPLES`` = 10000 times, NumPy's PCG64 seeded by ``seed``), the
