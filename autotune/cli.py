@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune import __version__
+from autotune import __version__, redaction
 from autotune.errors import AutotuneError, ExitCode, ExperimentError, StudyError, exit_codes_text
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
 
@@ -557,11 +557,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             except SystemExit as e:
                 return ExitCode.OK if e.code == 0 else ExitCode.USAGE
             command = args.command
-            logging.basicConfig(
-                level=logging.DEBUG if args.verbose else logging.INFO,
-                format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
-                stream=sys.stderr,
-            )
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(redaction.ScrubbingFormatter(
+                "%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+            logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                                handlers=[handler])
             return _guarded(lambda: COMMANDS[args.command](args))
         except (Interrupted, KeyboardInterrupt) as e:
             name = getattr(e, "signame", "SIGINT")
@@ -610,7 +610,8 @@ def _storage_failure(e: BaseException) -> str | None:
     seen: BaseException | None = e
     while seen is not None:
         if isinstance(seen, SQLAlchemyError | sqlite3.Error):
-            return str(getattr(seen, "orig", None) or seen).strip().splitlines()[0]
+            return redaction.scrub(
+                str(getattr(seen, "orig", None) or seen).strip().splitlines()[0])
         seen = seen.__cause__ or seen.__context__
     return None
 

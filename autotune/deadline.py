@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 
 CHUNK = 64 * 1024
@@ -60,13 +61,25 @@ class TotalDeadline(HTTPAdapter):
             return response
         try:
             # requests keeps a read body in _content (Response.content reads it there), and
-            # offers no public way to fill it: the one private attribute we set.
+            # offers no public way to fill it: the two private attributes we set.
             response._content = read_body(response.raw, deadline)
+            response._content_consumed = True  # type: ignore[attr-defined]
         except TimeoutError as e:
             response.close()
             raise requests.ReadTimeout(
                 f"the answer to {request.method} {request.path_url} did not finish within "
                 f"{self.total:g} s (a server sending it too slowly)", request=request) from e
+        except urllib3.exceptions.DecodeError as e:
+            # What requests' own reading raises for these, so callers catching
+            # requests.RequestException see every failure of the answer.
+            response.close()
+            raise requests.exceptions.ContentDecodingError(e, request=request) from e
+        except urllib3.exceptions.ProtocolError as e:
+            response.close()
+            raise requests.exceptions.ChunkedEncodingError(e, request=request) from e
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            response.close()
+            raise requests.ConnectionError(e, request=request) from e
         return response
 
 

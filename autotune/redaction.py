@@ -17,6 +17,7 @@ the message and hide nothing worth hiding).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,7 +26,8 @@ from urllib.parse import quote, unquote
 MASK = "***"
 MIN_SCRUBBED = 4
 
-_SECRET_NAME = r"(?:ssl)?pass(?:word|wd)?|pwd|secret|token|api[-_]?key|credentials?|auth\w*"
+_SECRET_NAME = (r"(?:ssl)?pass(?:word|wd|phrase)?|pwd|secret|token|(?:api|access|private|secret)?"
+                r"[-_]?key|bearer|dsn|credentials?|auth\w*")
 _QUERY_SECRET = re.compile(
     rf"(?i)([?&;](?:[\w.-]*[-_.])?(?:{_SECRET_NAME})=)[^&;#\s'\"]*")
 """A query parameter whose name says it holds a secret (libpq takes ``password`` and
@@ -34,7 +36,14 @@ _SCHEME = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*(?::/{1,2}|//)|//)")
 """``scheme://``, and the malformed ``scheme:/``, ``scheme//`` and ``//``; never ``user:``."""
 _URL_LIKE = re.compile(r"[^\s'\"()<>,;]*@[^\s'\"()<>,;]*")
 """In a message: a word with an ``@`` (where userinfo may be)."""
-_SECRET_FLAG = re.compile(rf"(?i)^-{{1,2}}(?:[\w.-]*[-_.])?(?:{_SECRET_NAME})$")
+_SECRET_FLAG = re.compile(
+    rf"(?i)^-{{1,2}}(?:[A-Za-z0-9]+[-_.])*(?:{_SECRET_NAME})(?:[-_.][\w.-]*)?$")
+"""A flag one of whose ``-``/``_``/``.``-separated words names a secret: ``--password``,
+``--secret-key``, ``--db.password-file``; not ``--monkey`` (``-H`` values: ``_INLINE_SECRET``)."""
+_AUTHORIZATION = re.compile(r"(?i)(\b(?:proxy-)?authorization\s*:\s*).*")
+"""Inside any argument: a header line ``Authorization: Bearer t`` (all of its value)."""
+_INLINE_SECRET = re.compile(rf"(?i)(\b(?:{_SECRET_NAME})\b\s*[=:]\s*)[^\s&;,]+")
+"""Inside any argument: ``password=p`` (a libpq DSN), ``token: t``."""
 _SECRET_ASSIGNMENT = re.compile(
     rf"(?i)^(-{{0,2}}(?:[\w.-]*[-_.])?(?:{_SECRET_NAME})=)(.+)$")
 
@@ -104,7 +113,8 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     secret (also percent-encoded or decoded) replaced by ``***``."""
     text = _URL_LIKE.sub(lambda m: url(m.group(0)), text)
     text = _QUERY_SECRET.sub(rf"\1{MASK}", text)
-    forms = {form for s in secrets if s for form in (s, unquote(s), quote(s, safe=""))}
+    forms = {form for s in secrets if s
+             for form in (s, unquote(s), quote(s, safe=""), repr(s)[1:-1], s.strip())}
     for form in sorted(forms, key=len, reverse=True):
         if len(form) >= MIN_SCRUBBED:
             text = text.replace(form, MASK)
@@ -126,9 +136,15 @@ def argv(args: Sequence[str]) -> list[str]:
         if i > 0 and assignment:
             out.append(assignment.group(1) + MASK)
             continue
-        out.append(url(arg) if i > 0 else arg)
+        out.append(_inline(url(arg)) if i > 0 else arg)
         hide_next = i > 0 and _SECRET_FLAG.match(arg) is not None
     return out
+
+
+def _inline(arg: str) -> str:
+    if _AUTHORIZATION.search(arg):
+        return _AUTHORIZATION.sub(rf"\1{MASK}", arg)
+    return _INLINE_SECRET.sub(rf"\1{MASK}", arg)
 
 
 def headers(values: Mapping[str, str]) -> dict[str, str]:
@@ -158,3 +174,12 @@ def tool_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     ``TOOL_VARIABLES`` and the locale (``LC_*``) of ``base`` (default ``os.environ``)."""
     base = os.environ if base is None else base
     return {k: v for k, v in base.items() if k in TOOL_VARIABLES or k.startswith("LC_")}
+
+
+class ScrubbingFormatter(logging.Formatter):
+    """Every log line, its traceback included, through ``scrub``: a library's exception that
+    quotes a URL with its password (a bug's traceback, a driver's message) is masked on its way
+    out, whichever code logged it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _AUTHORIZATION.sub(rf"\1{MASK}", scrub(super().format(record)))

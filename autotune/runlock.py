@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 
+from autotune import redaction
 from autotune.errors import TargetError
 
 log = logging.getLogger(__name__)
@@ -65,13 +66,14 @@ def boot_id() -> str | None:
 
 
 def _command() -> str:
-    """This process's command line for people, URLs cut to their scheme: ``--storage`` may
-    carry a password, and the lock file is readable by all."""
+    """This process's command line for people, URLs cut to their scheme and the rest as
+    ``redaction.argv`` shows it: ``--storage`` may carry a password (also in a malformed URL),
+    and the lock file is readable by all."""
     prog = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
     if prog in ("cli.py", "__main__.py"):
         prog = "autotune"
     words = [prog, *(w.split("://", 1)[0] + "://..." if "://" in w else w
-                     for w in sys.argv[1:])]
+                     for w in redaction.argv(["autotune", *sys.argv[1:]])[1:])]
     return " ".join(words)[:300]
 
 

@@ -71,7 +71,7 @@ GO_DOMAINS = {
 }
 """The Go runtime variables autotune knows the values of, and those values in words."""
 
-_GO_INT = re.compile(r"[+-]?[0-9]+")
+_GO_INT = re.compile(r"-?[0-9]+")  # runtime atoi: no "+" (Go ignores "+4")
 _GO_BYTES = re.compile(r"([0-9]+)(?:([KMGT])iB|B)?")  # ^[0-9]+(([KMGT]i)?B)?$ in Go
 _BYTE_UNIT = {None: 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 

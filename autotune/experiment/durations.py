@@ -16,7 +16,10 @@ def parse_duration(value: object) -> float:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("must not be negative")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise ValueError("too large (at most 365d)") from None
     if not isinstance(value, str):
         raise ValueError(f"not a duration: {value!r} (use e.g. 15s, 500ms, 1m30s)")
     text = value.strip().replace(" ", "")

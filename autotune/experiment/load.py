@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import reprlib
 import stat
 from functools import cache
@@ -254,8 +255,23 @@ def _short(value: Any) -> str:
     return _SHORT.repr(value)
 
 
-def _message(err: Any) -> str:
+_SECRET_FIELDS = frozenset({"headers", "body", "command", "storage"})
+"""Where a value may hold a secret (a URL's password, a token, a header value, a DSN in an
+argument; and all of ``prometheus`` and a target's ``env``): an error there never quotes it."""
+
+
+def _may_hold_a_secret(path: str) -> bool:
+    parts = re.split(r"[.\[]", path)
+    return (parts[0] == "prometheus" or bool(_SECRET_FIELDS.intersection(parts))
+            or (parts[0] == "target" and "env" in parts))
+
+
+def _message(err: Any, hide: bool = False) -> str:
     kind, ctx = err["type"], err.get("ctx", {})
+
+    def shown(value: Any) -> str:
+        return "a value not shown (it may hold a secret)" if hide else _short(value)
+
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":
@@ -266,16 +282,20 @@ def _message(err: Any) -> str:
         bound = next(iter(ctx.values()))
         return f"must be {op} {bound}"
     if kind == "string_pattern_mismatch":
-        return f"{_short(err['input'])} does not match {ctx.get('pattern')}"
+        return f"{shown(err['input'])} does not match {ctx.get('pattern')}"
     if kind == "too_short":
         return f"must have at least {ctx.get('min_length')} item(s)"
     if kind == "literal_error":
-        return f"{_short(err['input'])} is not one of {ctx.get('expected')}"
+        return f"{shown(err['input'])} is not one of {ctx.get('expected')}"
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
     if kind == "finite_number":
-        return f"must be a finite number, not {_short(err['input'])}"
-    return f"{err['msg'].lower()} (got {_short(err['input'])})" if "input" in err else err["msg"]
+        return f"must be a finite number, not {shown(err['input'])}"
+    if "input" not in err:
+        return str(err["msg"])
+    if hide:
+        return f"{err['msg'].lower()} (the value is not shown: it may hold a secret)"
+    return f"{err['msg'].lower()} (got {_short(err['input'])})"
 
 
 def format_validation_error(e: ValidationError) -> list[str]:
@@ -283,7 +303,7 @@ def format_validation_error(e: ValidationError) -> list[str]:
     non_finite: set[str] = set()
     for err in e.errors():
         path, is_key = _locate(err["loc"], Experiment)
-        message = _message(err)
+        message = _message(err, hide=_may_hold_a_secret(path))
         if is_key:
             message = (f"a key must be text (got {_short(err['input'])}; quote it)"
                        if err["type"] == "string_type" else f"key: {message}")

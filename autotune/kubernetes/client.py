@@ -153,8 +153,11 @@ class Kube:
                     auth_settings=["BearerToken"])
                 response = self.api.call_api(*request, _request_timeout=timeout)
                 if not 200 <= response.status <= 299:
-                    response.read()  # type: ignore[no-untyped-call]
-                    raise ApiException.from_response(http_resp=response, body=None, data=None)
+                    # The error's body (its Status message), within the same deadline as any.
+                    text = read_body(response.response, time.monotonic() + self.body_deadline)
+                    raise ApiException.from_response(
+                        http_resp=response, body=text.decode("utf-8", errors="replace"),
+                        data=None)
                 return response.response
             except ApiException as e:
                 status = int(e.status) if e.status else None
@@ -190,8 +193,11 @@ class Kube:
         return data
 
     def _body(self, response: Any, verb: str, what: str) -> bytes:
+        clean = False
         try:
-            return read_body(response, time.monotonic() + self.body_deadline)
+            body = read_body(response, time.monotonic() + self.body_deadline)
+            clean = True
+            return body
         except TimeoutError:
             raise Unreachable(f"the Kubernetes API server at {self.host} did not finish its "
                               f"answer to {verb} {what} within {self.body_deadline:g} s") \
@@ -200,6 +206,8 @@ class Kube:
             raise Unreachable(f"the answer of the Kubernetes API server at {self.host} to "
                               f"{verb} {what} broke off: {e}") from e
         finally:
+            if not clean:  # a half-read connection must not go back to the pool
+                response.close()
             response.release_conn()
 
     # --- reading ------------------------------------------------------------------------

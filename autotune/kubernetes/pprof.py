@@ -61,4 +61,7 @@ class PodProxy:
             yield Answer(int(response.status), str(response.reason or ""),
                          chunks(response, deadline, CHUNK))
         finally:
+            # Closed, not only released: a capture cut at its deadline or its size cap leaves
+            # the rest of the answer on the connection, which must not go back to the pool.
+            response.close()
             response.release_conn()

@@ -43,7 +43,7 @@ def find_go() -> str:
 
 
 def go_version(go: str) -> tuple[int, int, str]:
-    code, out = proc.run([go, "version"], timeout=60)
+    code, out = proc.run([go, "version"], env=_env(), timeout=60)
     match = re.search(r"go(\d+)\.(\d+)(\.\d+)?", out)
     if code != 0 or not match:
         raise PrerequisiteError(f"{go} version failed: {out.strip()}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from autotune import redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError
 from autotune.pids import alive, start_time
@@ -33,6 +34,7 @@ class Entry:
     started: str | None
     role: str
     argv: tuple[str, ...]
+    """For people (messages, processes.json): as ``redaction.argv`` shows it, never a secret."""
     owner: int = 0
     owner_started: str | None = None
 
@@ -236,7 +238,8 @@ def start(
     if registry is not None:
         me = os.getpid()
         try:
-            registry.add(Entry(popen.pid, start_time(popen.pid), role, tuple(argv), me,
+            registry.add(Entry(popen.pid, start_time(popen.pid), role,
+                               tuple(redaction.argv(argv)), me,
                                start_time(me)))
         except BaseException:
             # Interrupted, or the registry cannot be written: a process nobody recorded could
@@ -245,7 +248,7 @@ def start(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(timeout=1)
             raise
-    log.debug("started %s pid %d: %s", role, popen.pid, " ".join(argv))
+    log.debug("started %s pid %d: %s", role, popen.pid, " ".join(redaction.argv(argv)))
     return Process(popen, role, registry, log_path)
 
 

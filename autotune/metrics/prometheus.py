@@ -417,7 +417,9 @@ class PrometheusSource:
             # Replaces the adapter the library mounted for this URL: the same retry, and the
             # whole answer within prometheus.timeout (the library's timeout restarts with each
             # byte read: a proxy trickling its answer held a trial forever).
-            session.mount(url, TotalDeadline(self.config.timeout, max_retries=retry))
+            # Every scheme too: a redirect elsewhere must not escape the deadline.
+            for prefix in (url, "http://", "https://"):
+                session.mount(prefix, TotalDeadline(self.config.timeout, max_retries=retry))
         return self._client
 
     def _query(self, query: str, at: float) -> Reading:

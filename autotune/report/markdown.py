@@ -22,7 +22,8 @@ def text(value: str) -> str:
     code, links and images, strikethrough) or a block meaning at the start is escaped.
     Underscores inside words (``gc_pause_p99``) mean nothing in CommonMark and stay as they are.
     """
-    flat = " ".join(value.splitlines())
+    # Leading spaces would let "   # x" still be a heading (or four of them a code block).
+    flat = " ".join(value.splitlines()).strip()
     out = _INLINE.sub(lambda m: _ENTITY.get(m.group(), "\\" + m.group()), flat)
     return _BLOCK_START.sub(lambda m: "\\" + m.group() if m.group()[0] in "#>+=-"
                             else m.group()[:-1] + "\\" + m.group()[-1], out)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import __version__
+from autotune import __version__, redaction
 from autotune.clock import Clock
 from autotune.errors import StressNotRecovered, StudyError
 from autotune.experiment.models import Experiment, Setting
@@ -224,7 +224,8 @@ class StudyRunner:
             raise
         except Exception as e:  # the trial boundary: a bug must not lose the study
             log.exception("trial %d crashed", trial.number)
-            record.update(state="FAIL", failure=f"internal error: {type(e).__name__}: {e}")
+            record.update(state="FAIL", failure=redaction.scrub(
+                f"internal error: {type(e).__name__}: {e}"))
             raise TrialFailed(record["failure"]) from e
         finally:
             record["finished"] = self.clock.now()

@@ -2,7 +2,7 @@
 its progress lines, find what it left behind, and clean up after it without touching anything
 that is not ours.
 
-Ours = processes whose environment carries ``AUTOTUNE_FAULT_TAG=<tag>`` (every process autotune
+Ours = processes whose environment carries ``TMPDIR=<TAG_ROOT>/<tag>`` (every process autotune
 starts inherits it: the service, the load generator, stress-ng, Prometheus) and cgroups named
 after the round's unique experiment name (``autotune-<name>-<pid>``).
 """
@@ -24,7 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TAG_VAR = "AUTOTUNE_FAULT_TAG"
+TAG_VAR = "TMPDIR"
+"""How a round's processes are told apart: their TMPDIR is a directory named after the round.
+Not a variable of our own: autotune gives its tools (stress-ng, Prometheus, the load
+generator) only PATH, HOME, TMPDIR, the locale and Go's variables, and the service everything
+but AUTOTUNE_*; TMPDIR reaches every process it starts."""
+TAG_ROOT = Path("/tmp/autotune-fault-tags")
+
+
+def tag_env(tag: str) -> dict[str, str]:
+    """The environment entry that tags a round's processes (its directory is created)."""
+    directory = TAG_ROOT / tag
+    directory.mkdir(parents=True, exist_ok=True)
+    return {TAG_VAR: str(directory)}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 AUTOTUNE = [sys.executable, "-m", "autotune.cli"]
 
@@ -72,10 +84,10 @@ def _stat_state(pid: int) -> str | None:
 
 
 def tagged(tag: str) -> list[Proc]:
-    """Live (non-zombie) processes whose environment has ``AUTOTUNE_FAULT_TAG=<tag>``; a tag
+    """Live (non-zombie) processes whose environment has ``TMPDIR=<TAG_ROOT>/<tag>``; a tag
     ending in ``*`` matches every tag with that prefix."""
     prefix = tag.endswith("*")
-    needle = f"{TAG_VAR}={tag.rstrip('*')}".encode()
+    needle = f"{TAG_VAR}={TAG_ROOT / tag.rstrip('*')}".encode()
     me = os.getpid()
     found = []
     for entry in Path("/proc").iterdir():
@@ -200,7 +212,7 @@ class Run:
     def __init__(self, args: Sequence[str], cwd: Path, tag: str,
                  env: dict[str, str] | None = None) -> None:
         full = dict(os.environ if env is None else env)
-        full[TAG_VAR] = tag
+        full.update(tag_env(tag))
         full["PYTHONUNBUFFERED"] = "1"
         full.pop("AUTOTUNE_STORAGE", None)
         self.args = list(args)

@@ -7,8 +7,8 @@ After every round: no stress-ng, service, load generator or Prometheus of ours r
 ours is left, every trial COMPLETE before the kill is still COMPLETE, every trial the journal
 recorded as COMPLETE is COMPLETE in the study, and no trial is RUNNING.
 
-Ours = the processes carrying the round's ``AUTOTUNE_FAULT_TAG`` in their environment (see
-``kill_support``) and the cgroups named after the round's unique experiment name.
+Ours = the processes carrying the round's tag (``TMPDIR``: kill_support.TAG_VAR) in their
+environment (see ``kill_support``) and the cgroups named after the round's unique experiment name.
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def test_interrupt_before_a_started_process_is_recorded_stops_it(
     try:
         with pytest.raises(Interrupted):
             proc.start(["sleep", "60"], role="probe", registry=registry,
-                       env={**os.environ, ks.TAG_VAR: tag})
+                       env={**os.environ, **ks.tag_env(tag)})
         assert ks.tagged(tag) == []
     finally:
         ks.force_cleanup(tag, "none")

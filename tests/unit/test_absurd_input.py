@@ -318,3 +318,19 @@ def test_periods_the_platform_cannot_deliver_are_refused(doc: dict[str, Any],
 ], ids=["2s-1s", "30s-5s", "schedtrace-true", "100ms", "250ms", "500ms"])
 def test_periods_the_platform_delivers_are_accepted(doc: dict[str, Any]) -> None:
     parse_experiment(yaml.safe_dump(doc))
+
+
+@pytest.mark.parametrize(("env", "value"), [("GOGC", "+50"), ("GOMAXPROCS", "+4")])
+def test_a_plus_sign_go_ignores_is_refused(env: str, value: str) -> None:
+    """Review finding: Go's runtime atoi takes no "+", so GOGC=+50 runs as GOGC=100."""
+    from autotune.experiment.checks import go_value_fits
+
+    assert not go_value_fits(env, value)
+    assert go_value_fits(env, value.lstrip("+"))
+
+
+def test_a_duration_of_hundreds_of_digits_is_a_message_not_a_crash() -> None:
+    from autotune.experiment.durations import parse_duration
+
+    with pytest.raises(ValueError, match="too large"):
+        parse_duration(10 ** 400)

@@ -120,3 +120,29 @@ def test_a_prometheus_query_ends_at_prometheus_timeout(trickle: Trickle) -> None
     assert isinstance(reading, Unavailable), reading
     assert "did not finish within 0.5 s" in reading.reason
     assert trickle.sent < len(BODY)
+
+
+def test_an_answer_cut_short_is_a_requests_error() -> None:
+    """Review finding: urllib3's ProtocolError from read1 escaped as itself, which callers that
+    catch requests.RequestException (the Prometheus source) took for a bug."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(requests.RequestException):
+            bounded_session(total=5).get(f"http://127.0.0.1:{listener.getsockname()[1]}/",
+                                         timeout=(1, 1))
+    finally:
+        thread.join(timeout=5)
+        listener.close()
