@@ -51,8 +51,12 @@ def go_version(go: str) -> tuple[int, int, str]:
 
 
 def _env() -> dict[str, str]:
-    # Not autotune's own variables (the storage URL with its password): the toolchain needs none.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(redaction.OWN_PREFIX)}
+    # What a tool of ours gets (redaction.tool_env: no storage URL, no token variable, whatever
+    # it is called) plus the Go toolchain's own settings (GOROOT, GOENV, ...).
+    env = redaction.tool_env()
+    env.update({k: v for k, v in os.environ.items()
+                if k.startswith("GO") or k in ("CGO_ENABLED", "XDG_CACHE_HOME",
+                                              "XDG_CONFIG_HOME")})
     env.update(GOTOOLCHAIN="local", GOPROXY="off", CGO_ENABLED="0", GOFLAGS="-mod=mod",
                GOCACHE=str(cache_dir() / "go-build"), GOPATH=str(cache_dir() / "gopath"))
     return env
