@@ -324,13 +324,19 @@ class ProcessTable:
     seen: set[str]  # which of our children were seen running (service, loadgen)
 
 
-def _scan(table: ProcessTable, skip: set[int], script: Path) -> None:
+def _scan(table: ProcessTable, skip: set[int], script: Path, forked: bytes = b"") -> None:
+    """``forked``: autotune's own command line. A child between fork() and exec() still shows
+    its parent's command line and environment (exec replaces both), so a process with exactly
+    autotune's command line is autotune starting a child, not a child that kept a secret (CI
+    caught one such moment)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) in skip:
             continue
         try:
             argv = (entry / "cmdline").read_bytes()
         except OSError:
+            continue
+        if forked and argv == forked:
             continue
         shown = argv.replace(b"\0", b" ").decode(errors="replace")[:200]
         if str(script) in shown:
@@ -357,11 +363,15 @@ def _run_watched(argv: list[str], cwd: Path, env: dict[str, str], log: Path,
         run = subprocess.Popen([AUTOTUNE, *argv], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                env={**os.environ, **env})
         deadline = time.monotonic() + 300
+        try:
+            forked = Path(f"/proc/{run.pid}/cmdline").read_bytes()
+        except OSError:
+            forked = b""
         while run.poll() is None:
             if time.monotonic() > deadline:
                 run.kill()
                 raise AssertionError(f"{argv} did not finish in 300 s")
-            _scan(table, {run.pid, os.getpid()}, script)
+            _scan(table, {run.pid, os.getpid()}, script, forked)
             time.sleep(0.2)
     return run.returncode
 
