@@ -81,12 +81,3 @@ class TotalDeadline(HTTPAdapter):
             response.close()
             raise requests.ConnectionError(e, request=request) from e
         return response
-
-
-def bounded_session(total: float) -> requests.Session:
-    """A new session whose every call has a total deadline of ``total`` seconds."""
-    session = requests.Session()
-    adapter = TotalDeadline(total)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session

@@ -13,7 +13,7 @@ import requests
 from kubernetes import client
 
 from autotune.clock import SystemClock
-from autotune.deadline import bounded_session
+from autotune.deadline import TotalDeadline
 from autotune.experiment.models import Prometheus
 from autotune.insight.capture import Direct
 from autotune.kubernetes.client import Kube
@@ -21,6 +21,14 @@ from autotune.kubernetes.errors import Unreachable
 from autotune.kubernetes.objects import PODS
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
+
+
+def bounded_session(total: float) -> requests.Session:
+    """A session whose every call has a total deadline (as the Prometheus source mounts it)."""
+    session = requests.Session()
+    session.mount("http://", TotalDeadline(total))
+    return session
+
 
 BODY = b'{"kind": "Pod", "metadata": {"name": "api-0", "namespace": "default"}}'
 
