@@ -157,15 +157,21 @@ def body(text: str) -> str:
     return f"<{len(text.encode())} bytes>" if text else ""
 
 
+LIBPQ_SECRETS = frozenset({"PGPASSWORD"})
+"""libpq reads the storage's password from PGPASSWORD when its URL has none (a CronJob's Secret
+often sets it so): autotune's secret, never the service's. A service that needs one of its own
+gets it from ``target.local.env``."""
+
+
 def child_env(secret_variables: Iterable[str | None] = (),
               base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a process the user asked for (the service under test): ours
     (``base``, default ``os.environ``) without autotune's own variables (``AUTOTUNE_*``: the
-    storage URL...) and without ``secret_variables`` (the variable ``prometheus.token_env``
-    names). The user's service keeps whatever else it may need (PATH, HOME, its own
-    credentials)."""
+    storage URL...), without ``secret_variables`` (the variable ``prometheus.token_env``
+    names) and without ``LIBPQ_SECRETS``. The user's service keeps whatever else it may need
+    (PATH, HOME, its own credentials)."""
     base = os.environ if base is None else base
-    hidden = {v for v in secret_variables if v}
+    hidden = {v for v in secret_variables if v} | LIBPQ_SECRETS
     return {k: v for k, v in base.items() if not k.startswith(OWN_PREFIX) and k not in hidden}
 
 

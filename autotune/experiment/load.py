@@ -291,6 +291,14 @@ def _message(err: Any, hide: bool = False) -> str:
         return str(ctx.get("error", err["msg"]))
     if kind == "finite_number":
         return f"must be a finite number, not {shown(err['input'])}"
+    if kind in ("float_type", "int_type", "int_from_float") and not hide:
+        what = "a whole number" if kind != "float_type" else "a number"
+        got = err.get("input")
+        if isinstance(got, bool):  # YAML's true/yes/on
+            return f"must be {what}, not the boolean {str(got).lower()}"
+        if isinstance(got, str):
+            return f"must be {what}, not the text {shown(got)} (numbers are written unquoted)"
+        return f"must be {what}, not {shown(got)}"
     if "input" not in err:
         return str(err["msg"])
     if hide:

@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     WithJsonSchema,
     model_validator,
 )
@@ -60,6 +61,11 @@ Duration = Annotated[
     ),
 ]
 Scalar = int | float | str | bool
+# Numbers are numbers: without Strict, pydantic turns `low: true` into 1.0 and `cpus: "2"` into
+# 2.0 (a YAML boolean or a quoted string where a number was meant is a mistake to name, not to
+# guess). An int still counts as a Number.
+Number = Annotated[float, Strict()]
+Count = Annotated[int, Strict()]
 Setting = Scalar | None
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -85,9 +91,9 @@ class Parameter(Model):
     )
     type: Literal["int", "float", "categorical"]
     values: tuple[Scalar, ...] | None = Field(default=None, description="the allowed values")
-    low: float | None = None
-    high: float | None = None
-    step: float | None = Field(default=None, gt=0)
+    low: Number | None = None
+    high: Number | None = None
+    step: Number | None = Field(default=None, gt=0)
     log: bool = False
     description: str = ""
 
@@ -126,7 +132,7 @@ def _is_number(value: object) -> bool:
 class Baseline(Model):
     """The settings in production today; a parameter left out (or null) means "variable unset"."""
 
-    repeats: int = Field(default=3, ge=1, le=50)
+    repeats: Count = Field(default=3, ge=1, le=50)
     params: dict[str, Setting] = Field(default_factory=dict)
 
 
@@ -138,14 +144,14 @@ class LoadSpec(Model):
         description="requests per second, or auto: a short unstressed calibration measures the "
                     "service's capacity under its CPU limit and sends auto_fraction of it",
     )
-    auto_fraction: float = Field(
+    auto_fraction: Number = Field(
         default=0.5, gt=0, le=0.95, description="with rate: auto, the share of measured capacity"
     )
     path: str = Field(default="/", pattern=r"^/")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
     body: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
-    connections: int = Field(default=64, ge=1, le=10000)
+    connections: Count = Field(default=64, ge=1, le=10000)
     timeout: Duration = 5.0
 
 
@@ -160,14 +166,14 @@ class LocalTarget(Model):
         description="argv of your own service; '{port}' is replaced by the port it must use",
     )
     cwd: str | None = None
-    port: int | None = Field(default=None, ge=1, le=65535, description="default: a free port")
+    port: Count | None = Field(default=None, ge=1, le=65535, description="default: a free port")
     health: str = Field(default="/healthz", pattern=r"^/")
     metrics_path: str | None = Field(
         default="/metrics", pattern=r"^/",
         description="Prometheus metrics of the service; null if it has none",
     )
     env: dict[str, str] = Field(default_factory=dict)
-    cpus: float = Field(default=1.0, gt=0, le=256, description="CFS quota, in CPUs")
+    cpus: Number = Field(default=1.0, gt=0, le=256, description="CFS quota, in CPUs")
     isolation: Literal["auto", "cpuset", "cgroup", "affinity"] = Field(
         default="auto",
         description="cpuset: the service (and its stress) get their own CPU(s) and quota, the "
@@ -199,11 +205,11 @@ class ClusterLoad(Model):
 
     url: str = Field(pattern=r"^http://[^/@\s]+(/\S*)?$",
                      description="the Service to load, e.g. http://api.shop.svc:8080/")
-    rate: float = Field(gt=0, le=1e6, description="requests per second, open loop")
-    connections: int = Field(default=64, ge=1, le=10000)
+    rate: Number = Field(gt=0, le=1e6, description="requests per second, open loop")
+    connections: Count = Field(default=64, ge=1, le=10000)
     image: str = Field(min_length=1, description="an image with /usr/local/bin/autotune-loadgen "
                                                  "(deploy/Dockerfile builds one)")
-    metrics_port: int = Field(default=9100, ge=1, le=65535)
+    metrics_port: Count = Field(default=9100, ge=1, le=65535)
     ready_timeout: Duration = 120.0
     resources: LoadResources = Field(
         default_factory=lambda: LoadResources(),
@@ -223,7 +229,7 @@ class KubernetesTarget(Model):
     kubeconfig: str | None = None
     rollout_timeout: Duration = 300.0
     on_finish: Literal["restore", "best", "leave"] = "restore"
-    pprof_port: int | None = Field(
+    pprof_port: Count | None = Field(
         default=None, ge=1, le=65535,
         description="the container port serving net/http/pprof, for measure.capture (reached "
                     "through the API server's pod proxy)")
@@ -251,10 +257,10 @@ class SimulatedTarget(Model):
     unset: dict[str, Scalar] = Field(
         default_factory=dict, description="value the runtime uses when a variable is unset"
     )
-    floor: float = Field(default=0.002, gt=0)
-    sensitivity: float = Field(default=4.0, ge=0)
-    noise: float = Field(default=0.03, ge=0, le=1)
-    stress_factor: float = Field(default=3.0, ge=1)
+    floor: Number = Field(default=0.002, gt=0)
+    sensitivity: Number = Field(default=4.0, ge=0)
+    noise: Number = Field(default=0.03, ge=0, le=1)
+    stress_factor: Number = Field(default=3.0, ge=1)
     apply_seconds: Duration = 0.0
     state_file: str | None = Field(
         default=None, description="where the simulated world keeps its state (default: results/)"
@@ -277,8 +283,8 @@ class Target(Model):
 class Stress(Model):
     """CPU stress as Chaos Mesh's StressChaos ``stressors.cpu`` / stress-ng ``--cpu/--cpu-load``."""
 
-    workers: int = Field(ge=1, le=8192)
-    load: int = Field(default=100, ge=1, le=100, description="percent of a CPU per worker")
+    workers: Count = Field(ge=1, le=8192)
+    load: Count = Field(default=100, ge=1, le=100, description="percent of a CPU per worker")
 
 
 class Burst(Model):
@@ -356,8 +362,8 @@ class NoiseGuard(Model):
     """Re-measure a trial when other processes on the host used too much CPU during it."""
 
     enabled: bool = True
-    max_foreign_cores: float = Field(default=0.3, ge=0)
-    retries: int = Field(default=2, ge=0, le=10)
+    max_foreign_cores: Number = Field(default=0.3, ge=0)
+    retries: Count = Field(default=2, ge=0, le=10)
 
 
 class LoadCheck(Model):
@@ -366,7 +372,7 @@ class LoadCheck(Model):
     figures). Required for cluster targets, where autotune does not generate the load."""
 
     metric: str = Field(description="a metric giving the request rate served in the window")
-    tolerance: float = Field(default=0.1, gt=0, le=1,
+    tolerance: Number = Field(default=0.1, gt=0, le=1,
                              description="largest relative difference from the baseline's "
                                          "median rate (0.1 = 10%)")
 
@@ -383,7 +389,7 @@ class Measure(Model):
     schedtrace: bool | Duration = Field(
         default=False, description="run the service with GODEBUG=schedtrace=<period> (true: "
                                    "100ms) and keep the run queues per trial; local targets")
-    overflow_threshold: int | None = Field(
+    overflow_threshold: Count | None = Field(
         default=None, ge=1, description="run-queue overflow: total runnable goroutines p99.9 "
                                         "held this high for >= 2.5 s (default 128 x GOMAXPROCS)")
     capture: tuple[Literal["trace", "cpu"], ...] = Field(
@@ -460,7 +466,7 @@ class Design(Model):
         description="start with the Go-aware points: GOMAXPROCS at the CPU limit (and the "
                     "runtime's own default), GOGC raised, no forced GC",
     )
-    points: int | Literal["auto"] = Field(
+    points: Count | Literal["auto"] = Field(
         default="auto",
         description="space-filling (farthest-point) configurations after the prior; auto: "
                     "a quarter of study.trials, at least 2",
@@ -468,10 +474,10 @@ class Design(Model):
 
 
 class Study(Model):
-    trials: int = Field(default=30, ge=1, le=100000, description="COMPLETE search trials")
+    trials: Count = Field(default=30, ge=1, le=100000, description="COMPLETE search trials")
     deadline: Duration | None = Field(default=None, description="no trial starts past this")
     sampler: Literal["auto", "gp", "tpe", "random", "grid"] = "auto"
-    seed: int | None = None
+    seed: Count | None = None
     design: Design = Field(default_factory=Design)
     enqueue: tuple[dict[str, Scalar], ...] = Field(
         default=(), description="your own candidates, measured first (origin: enqueued)"
@@ -480,10 +486,10 @@ class Study(Model):
         default=None, description="SQLAlchemy URL (default sqlite:///results/<name>/study.db)"
     )
     heartbeat: Duration = Field(default=10.0, gt=0)
-    stop_after_failures: int = Field(
+    stop_after_failures: Count = Field(
         default=5, ge=1, description="stop the study after this many failed trials in a row"
     )
-    early_stop: int | None = Field(
+    early_stop: Count | None = Field(
         default=None, ge=1, le=1000,
         description="stop the search once this many sampler-chosen trials in a row have not "
                     "improved the best by more than the baseline repeats' relative range "

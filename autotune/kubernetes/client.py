@@ -35,7 +35,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from autotune.clock import Clock
-from autotune.deadline import read_body
+from autotune.deadline import Watchdog, read_body, watch_pools
 from autotune.errors import PrerequisiteError
 from autotune.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, api_error
 from autotune.kubernetes.objects import (
@@ -129,20 +129,27 @@ class Kube:
     """A connected client. Every call is retried on transient failures, bounded."""
 
     def __init__(self, api: client.ApiClient, clock: Clock, *, attempts: int = 5,
-                 backoff: float = 0.5, body_deadline: float = BODY_DEADLINE) -> None:
+                 backoff: float = 0.5, body_deadline: float = BODY_DEADLINE,
+                 connect_timeout: float = CONNECT_TIMEOUT,
+                 read_timeout: float = READ_TIMEOUT) -> None:
         self.api, self.clock = api, clock
         self.attempts, self.backoff = attempts, backoff
         self.body_deadline = body_deadline
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.host = str(api.configuration.host)
+        # The status line and headers within connect + read timeout in all (autotune.deadline):
+        # http.client reads them in a loop of its own, each read inside the read timeout.
+        watch_pools(api.rest_client.pool_manager)
 
     # --- the one request path -----------------------------------------------------------
 
     def _request(self, verb: str, method: str, kind: Kind, what: str, path: str, *,
                  query: dict[str, Any] | None = None, body: Obj | None = None,
                  content_type: str = "application/json", accept: str = "application/json",
-                 timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+                 timeout: tuple[float, float] | None = None,
                  attempts: int | None = None) -> Any:
         """Send one request, retrying transient failures; the unread urllib3 response."""
+        timeout = timeout or (self.connect_timeout, self.read_timeout)
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         attempts = attempts or self.attempts
         for attempt in range(1, attempts + 1):
@@ -151,7 +158,19 @@ class Kube:
                     method, path, query_params=params, body=body,
                     header_params={"Accept": accept, "Content-Type": content_type},
                     auth_settings=["BearerToken"])
-                response = self.api.call_api(*request, _request_timeout=timeout)
+                with Watchdog(sum(timeout)) as watchdog:
+                    cut = TimeoutError(f"no complete headers within {sum(timeout):g} s")
+                    try:
+                        response = self.api.call_api(*request, _request_timeout=timeout)
+                    except (urllib3.exceptions.HTTPError, OSError) as e:
+                        if watchdog.fired:
+                            raise cut from e
+                        raise
+                    if watchdog.fired:
+                        # http.client takes a header block cut short for a whole one: what
+                        # it parsed is not an answer.
+                        response.response.close()
+                        raise cut
                 if not 200 <= response.status <= 299:
                     # The error's body (its Status message), within the same deadline as any.
                     text = read_body(response.response, time.monotonic() + self.body_deadline)
@@ -252,7 +271,7 @@ class Kube:
         what = f'port {port} of pod "{pod}" in namespace "{namespace}" (pods/proxy)'
         return self._request(
             "get", "GET", POD_PROXY, what, proxy_path(namespace, pod, port, route),
-            query=dict(parse_qsl(query)), accept="*/*", timeout=(CONNECT_TIMEOUT, timeout),
+            query=dict(parse_qsl(query)), accept="*/*", timeout=(self.connect_timeout, timeout),
             attempts=1)
 
     def serves(self, kind: Kind) -> bool:
@@ -335,7 +354,7 @@ class Kube:
                        "resourceVersion": resource_version or None,
                        "timeoutSeconds": seconds, "allowWatchBookmarks": "true",
                        "watch": "true"},
-                timeout=(CONNECT_TIMEOUT, seconds + WATCH_GRACE))
+                timeout=(self.connect_timeout, seconds + WATCH_GRACE))
         except Gone as e:
             raise _Broken(str(e)) from e
         try:

@@ -30,7 +30,9 @@ Every trial records which one it got, and why not a better one (``note``).
 Looking changes nothing: ``detect()`` (run by ``autotune cleanup`` and ``doctor`` too) only
 reads. On cgroup v2 a root that does not yet enable ``cpu`` (or ``cpuset``) for its children
 has it enabled by ``create()``, for the run, and disabled again by ``remove()`` unless another
-autotune group still exists (or the kernel refuses: someone uses it now).
+autotune group still exists (or the kernel refuses: someone uses it now). A run killed before
+its ``remove()`` recorded what it enabled in its group's owner record (below): the cleanup that
+removes its group disables them in its place.
 
 Whose group is it: ``stale()`` takes exactly ``<prefix>-<digits>`` (cleaning experiment ``api``
 never touches ``autotune-api-canary-<pid>``). Its owner is recorded on the group directory
@@ -156,13 +158,16 @@ def _holds_processes(root: Path) -> str:
             "any: move them into a child group, as systemd and container runtimes do)")
 
 
-def _owner_record(lock: runlock.RunLock | None) -> bytes:
+def _owner_record(lock: runlock.RunLock | None, enabled: list[str]) -> bytes:
     me = os.getpid()
     identity = lock.identity if lock is not None else None
     return json.dumps({
         "pid": me, "start": pids.start_time(me), "pidns": runlock.pid_namespace(),
         "host": socket.gethostname(), "lock": list(identity) if identity else None,
         "lock_path": str(lock.path.resolve()) if lock is not None else None,
+        # What this run enabled in the root's subtree_control: a run killed before its
+        # remove() leaves them for the next cleanup (``stale``) to disable.
+        "enabled": list(enabled),
     }).encode()
 
 
@@ -345,7 +350,7 @@ class CpuLimit:
         if self.mode.kind == "v2":
             self._enable_root()
         roots = self._roots()
-        owner = _owner_record(self.lock)
+        owner = _owner_record(self.lock, self.enabled)
         for root in roots:
             for path in (root / self.name, *(root / self.name / c for c in CHILDREN)):
                 path.mkdir(parents=True, exist_ok=True)
@@ -538,5 +543,9 @@ def stale(prefix: str, mode: Mode) -> list[CpuLimit]:
                          "(%s) this run does not hold: left to that experiment's next run",
                          name, owner.get("pid"), owner.get("lock_path"))
             continue
-        found.append(CpuLimit(mode=mode, cpus=1.0, name=name))
+        enabled = owner.get("enabled") if owner is not None else None
+        # Controllers the dead run enabled in the root: remove() disables them again (unless
+        # another autotune group may use them). Without a record (no xattrs), left enabled.
+        found.append(CpuLimit(mode=mode, cpus=1.0, name=name, enabled=[
+            c for c in (enabled if isinstance(enabled, list) else []) if c in ("cpu", "cpuset")]))
     return found

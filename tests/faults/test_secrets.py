@@ -410,7 +410,9 @@ def test_a_local_run_writes_no_secret_and_no_child_gets_one(tmp_path: Path) -> N
     path.write_text(yaml.safe_dump(doc))
     # What a CronJob's Secrets put in autotune's environment; --storage wins over the variable.
     env = {"AUTOTUNE_STORAGE": f"postgresql+psycopg2://autotune:{PASSWORD}@127.0.0.1:1/db",
-           "FAULTS_PROM_TOKEN": TOKEN}
+           "FAULTS_PROM_TOKEN": TOKEN,
+           # libpq's password variable, as a CronJob's Secret may set it for the storage.
+           "PGPASSWORD": PASSWORD}
     storage = ["--storage", "sqlite:///results/secrets-local/study.db"]
     confirm = ["--plain", "--top", "1", "--repeats", "1", "--extra", "0"]
     table = ProcessTable({}, set())

@@ -150,8 +150,24 @@ def test_non_finite_durations_in_any_spelling_are_refused(raw: str) -> None:
 def test_non_finite_numbers_spelled_as_text_are_refused(text: str) -> None:
     doc = _with("measure", noise_guard={"max_foreign_cores": text})
     problems = _problems(doc)
-    assert any(p.startswith("measure.noise_guard.max_foreign_cores: must be a finite number")
-               for p in problems), problems
+    assert any(p.startswith("measure.noise_guard.max_foreign_cores: must be a number, not the "
+                            f"text '{text}'") for p in problems), problems
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("parameters", 0, "low"), True, "must be a number, not the boolean true"),
+    (("parameters", 0, "high"), "8", "must be a number, not the text '8'"),
+    (("parameters", 0, "step"), False, "must be a number, not the boolean false"),
+    (("study", "trials"), True, "must be a whole number, not the boolean true"),
+    (("study", "trials"), 2.5, "must be a whole number"),
+])
+def test_a_boolean_or_text_where_a_number_belongs_is_refused(
+        path: FieldPath, value: object, message: str) -> None:
+    """Review finding: pydantic's lax mode made `low: true` the number 1 and `high: "8"` the
+    number 8; a YAML boolean or a quoted string where a number belongs is a mistake to name."""
+    doc, shown = _put(copy.deepcopy(BASE), path, value)
+    problems = _problems(doc)
+    assert any(p.startswith(f"{shown.lstrip('.')}: {message}") for p in problems), problems
 
 
 @pytest.mark.parametrize("path", [("study", "heartbeat"), ("measure", "window"),

@@ -6,6 +6,7 @@ namespace is not judged by a PID that means nothing here; and looking (``detect`
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -70,6 +71,37 @@ def test_detect_writes_nothing_and_a_run_undoes_what_it_enabled(tmp_path: Path) 
         if path.is_file():
             path.unlink()  # what a real cgroupfs's rmdir does with the pseudo-files
     limit.remove()
+    assert subtree.read_text() == "-cpu"
+
+
+def test_a_killed_runs_enabled_controllers_are_undone_by_the_next_cleanup(
+        tmp_path: Path) -> None:
+    """Review finding: a run SIGKILLed after enabling +cpu in the root's subtree_control left
+    it enabled for good: the next run's stale-group cleanup removed the group but knew nothing
+    of what its maker had enabled. The owner record says it, and the cleanup undoes it."""
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory\n")
+    subtree = tmp_path / "cgroup.subtree_control"
+    subtree.write_text("memory\n")
+    dead = _dead_pid()
+    name = f"autotune-t-{dead}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "cgroup.subtree_control").write_text("")
+    killed = cgroups.CpuLimit(cgroups.detect(tmp_path), 1.0, name, clock=FakeClock())
+    killed.create()
+    assert subtree.read_text() == "+cpu"
+    # The run is SIGKILLed here (its process is the dead PID in the group's name... and its
+    # owner record names this process, so the record is made to name the dead one).
+    record = cgroups._read_owner(tmp_path / name)
+    assert record is not None and record["enabled"] == ["cpu"]
+    record["pid"], record["start"] = dead, None
+    os.setxattr(tmp_path / name, cgroups.OWNER_XATTR, json.dumps(record).encode())
+    for path in sorted(tmp_path.glob(f"{name}/**/*"), key=lambda p: -len(p.parts)):
+        if path.is_file():
+            path.unlink()
+    [stale] = cgroups.stale("autotune-t", cgroups.detect(tmp_path))
+    stale.clock = FakeClock()
+    stale.remove()
+    assert not (tmp_path / name).exists()
     assert subtree.read_text() == "-cpu"
 
 

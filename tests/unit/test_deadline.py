@@ -154,3 +154,99 @@ def test_an_answer_cut_short_is_a_requests_error() -> None:
     finally:
         thread.join(timeout=5)
         listener.close()
+
+
+class RawTrickle:
+    """A raw TCP server on 127.0.0.1 that sends ``head`` at once and then ``tail`` one byte per
+    ``pause`` seconds: what http.client and urllib3's decoder read in loops of their own, where
+    no deadline of ours is checked between reads."""
+
+    def __init__(self, head: bytes, tail: bytes, pause: float = 0.1) -> None:
+        import socket
+
+        self.stop = threading.Event()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.head, self.tail, self.pause = head, tail, pause
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(self.head)
+                for i in range(len(self.tail)):
+                    if self.stop.wait(self.pause):
+                        return
+                    conn.sendall(self.tail[i:i + 1])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+def _ends_within(call: Any, seconds: float) -> BaseException | None:
+    """Run ``call`` in a thread; the exception it ended with. Fails the test if it is still
+    going after ``seconds`` (without the total deadline it would go on for minutes)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as e:  # handed to the test
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=seconds)
+    assert outcome, f"the call was still going after {seconds} s"
+    return outcome[0]
+
+
+# Headers that never end: a new header byte every 0.1 s, each read well inside the read timeout.
+TRICKLED_HEADERS = (b"HTTP/1.1 200 OK\r\n", b"X-Slow: " + b"a" * 2000 + b"\r\n\r\n{}")
+# A gzip member whose header carries a file name (FLG.FNAME): zlib consumes it and yields nothing,
+# so urllib3's read1 loops on raw reads until the decoder has output (review finding).
+GZIP_NAME = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+             b"Content-Length: 100000\r\n\r\n\x1f\x8b\x08\x08\x00\x00\x00\x00\x00\x03",
+             b"n" * 2000)
+
+
+@pytest.mark.parametrize("answer", [TRICKLED_HEADERS, GZIP_NAME], ids=["headers", "gzip-name"])
+def test_a_requests_call_ends_at_its_deadline_in_every_phase(answer: tuple[bytes, bytes]) -> None:
+    server = RawTrickle(*answer)
+    try:
+        error = _ends_within(
+            lambda: bounded_session(total=0.5).get(f"{server.url}/api/v1/query", timeout=(1, 1)),
+            seconds=10)
+    finally:
+        server.close()
+    assert isinstance(error, requests.ReadTimeout), error
+    assert "did not finish within 0.5 s" in str(error)
+
+
+@pytest.mark.parametrize("answer", [TRICKLED_HEADERS, GZIP_NAME], ids=["headers", "gzip-name"])
+def test_a_kubernetes_call_ends_at_its_deadline_in_every_phase(
+        answer: tuple[bytes, bytes]) -> None:
+    server = RawTrickle(*answer)
+    configuration = client.Configuration()
+    configuration.host = server.url
+    kube = Kube(client.ApiClient(configuration), SystemClock(), attempts=1, body_deadline=0.5,
+                connect_timeout=1.0, read_timeout=1.0)
+    try:
+        error = _ends_within(lambda: kube.get(PODS, "default", "api-0"), seconds=10)
+    finally:
+        server.close()
+    assert isinstance(error, Unreachable), error
+    assert "within" in str(error)

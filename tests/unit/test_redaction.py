@@ -293,7 +293,8 @@ def test_headers_keep_names_and_the_values_of_content_headers_only() -> None:
 
 def test_child_env_drops_autotunes_own_variables_and_the_named_ones() -> None:
     base = {"PATH": "/bin", "HOME": "/root", "AUTOTUNE_STORAGE": "x", "AUTOTUNE_PROMETHEUS": "y",
-            "PROM_TOKEN": "z", "AWS_PROFILE": "w", "GOGC": "50", "LC_ALL": "C"}
+            "PROM_TOKEN": "z", "AWS_PROFILE": "w", "GOGC": "50", "LC_ALL": "C",
+            "PGPASSWORD": "storage's"}
     assert redaction.child_env(["PROM_TOKEN"], base=base) == {
         "PATH": "/bin", "HOME": "/root", "AWS_PROFILE": "w", "GOGC": "50", "LC_ALL": "C"}
     assert redaction.tool_env(base=base) == {"PATH": "/bin", "HOME": "/root", "GOGC": "50",
