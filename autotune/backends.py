@@ -16,7 +16,7 @@ from autotune.study.trial import Backends
 
 def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None,
                preflight: bool) -> Backends:
-    from autotune import simulated
+    from autotune.platforms import simulated
 
     world = simulated.World(simulated.world_path(exp, results))
     return Backends(
@@ -28,8 +28,8 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
 
 def _local(exp: Experiment, results: Path, clock: Clock, context: str | None,
            preflight: bool) -> Backends:
-    from autotune.local.doctor import require
-    from autotune.local.stack import build
+    from autotune.platforms.local.doctor import require
+    from autotune.platforms.local.stack import build
 
     if preflight:  # a run or a confirmation; cleanup must work on a machine missing a program
         require(exp)
@@ -38,7 +38,7 @@ def _local(exp: Experiment, results: Path, clock: Clock, context: str | None,
 
 def _kubernetes(exp: Experiment, results: Path, clock: Clock, context: str | None,
                 preflight: bool) -> Backends:
-    from autotune.kubernetes.stack import build
+    from autotune.platforms.kubernetes.stack import build
 
     return build(exp, results, clock, context=context, preflight=preflight)
 

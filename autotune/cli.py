@@ -234,7 +234,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if exp.target.kubernetes is None and args.cluster:
         print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
         return ExitCode.USAGE
-    from autotune.kubernetes import stack as cluster
+    from autotune.platforms.kubernetes import stack as cluster
 
     warnings: list[str] = []
     problems = (cluster.validate_cluster(exp, context=args.context, warnings=warnings)
@@ -293,7 +293,7 @@ def _capture(exp: Experiment, studies: Any, runner: Any) -> None:
     if not exp.measure.capture:
         return
     from autotune.report import build_report
-    from autotune.study.capture import capture_pair
+    from autotune.study.profiles import capture_pair
 
     report = build_report(exp, studies)
     chosen = next((c for c in report.candidates if c.id == report.recommendation), None)
@@ -450,7 +450,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     done: list[str] = []
     if args.namespace is not None:
-        from autotune.kubernetes import stack as cluster
+        from autotune.platforms.kubernetes import stack as cluster
 
         done += cluster.cleanup_namespace(args.namespace, context=args.context,
                                           kubeconfig=args.kubeconfig, force=args.force)

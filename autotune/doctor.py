@@ -8,7 +8,7 @@ from autotune.readiness import Check
 
 
 def cluster_checks(exp: Experiment, context: str | None = None) -> list[Check]:
-    from autotune.kubernetes import stack as cluster
+    from autotune.platforms.kubernetes import stack as cluster
 
     try:
         problems = cluster.validate_cluster(exp, context=context)
@@ -24,7 +24,7 @@ def run(exp: Experiment | None, context: str | None = None) -> list[Check]:
         return cluster_checks(exp, context)
     if exp is not None and exp.target.simulated is not None:
         return [Check("simulated target", True, "needs nothing beyond autotune itself")]
-    from autotune.local.doctor import local_checks
+    from autotune.platforms.local.doctor import local_checks
 
     checks = local_checks()
     if exp is not None and exp.prometheus.url is not None:

@@ -1,7 +1,7 @@
 """Process identity from /proc: a PID plus its start time names one process, never a recycled PID.
 
-Kept outside ``autotune.local`` because the study storage uses it too (to tell a dead worker's
-RUNNING trial from a live one).
+Kept outside ``autotune.platforms.local`` because the study storage uses it too (to tell a
+dead worker's RUNNING trial from a live one).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Two runs of one local experiment share ``results/<name>/`` - schedtrace would re
 run's SCHED lines in ``logs/service.log``, both would rewrite ``processes.json``, and both would
 check-then-enqueue the baseline and the design into the study - and two runs of one simulated
 world apply settings under each other. A cluster's Deployment has its run Lease for this
-(``autotune.kubernetes.lease``); here the kernel plays the API server, with the same semantics:
+(``autotune.platforms.kubernetes.lease``); here the kernel plays the API server, with the same
+semantics:
 
 - The backends take the lock when they are built, before the study is opened, and hold it as
   long as they exist: the whole command, its final cleanup included. ``autotune cleanup``
@@ -17,8 +18,8 @@ world apply settings under each other. A cluster's Deployment has its run Lease 
   killed run left running (service, load generator, stress-ng) does not keep it.
 - A lock on the file, not on a PID: it holds across PID namespaces (a run as PID 1 of a
   container and one on the host sharing the results directory) and, through the NFS lock
-  manager, across hosts. ``autotune.local.cgroups`` uses it as the liveness signal of a group
-  made from another PID namespace.
+  manager, across hosts. ``autotune.platforms.local.cgroups`` uses it as the liveness signal of
+  a group made from another PID namespace.
 - One process may take it again (a second ``build()`` of the same backends, ``cleanup`` after
   ``run`` in one test process); it goes when the last ``RunLock`` of the process on that file is
   released or garbage-collected.

@@ -40,7 +40,7 @@ from autotune.clock import Clock, SystemClock
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Experiment, Setting, Stress
 from autotune.live import Live
-from autotune.local.stack import build
+from autotune.platforms.local.stack import build
 from autotune.study.interrupts import signals_as_exceptions
 from autotune.study.space import grid, to_env
 from autotune.study.trial import TrialFailed, measure

@@ -29,8 +29,8 @@ from autotune.clock import SystemClock
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Experiment, Measure, Stress
 from autotune.live import Live, Window
-from autotune.local.stack import build
 from autotune.metrics.base import Reading
+from autotune.platforms.local.stack import build
 from autotune.study.interrupts import signals_as_exceptions
 from autotune.study.space import grid, to_env
 from autotune.study.trial import Backends, TrialFailed, measure

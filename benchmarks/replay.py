@@ -43,7 +43,7 @@ from autotune.clock import FakeClock
 from autotune.errors import AutotuneError
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Design, Experiment, Setting
-from autotune.replay import Replay, ReplayGrid
+from autotune.platforms.replay import Replay, ReplayGrid
 from autotune.study import storage as st
 from autotune.study.confirm import top_configurations
 from autotune.study.journal import Journal

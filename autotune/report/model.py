@@ -255,7 +255,7 @@ class Report:
     """Inside the Go scheduler (None: nothing was recorded, e.g. a simulated target)."""
     captures: tuple[dict[str, Any], ...] = ()
     """``measure.capture``: per configuration, the trace/profile files and how to open them, or
-    why the capture failed (autotune/study/capture.py)."""
+    why the capture failed (autotune/study/profiles.py)."""
     schema: int = SCHEMA_VERSION
 
     def configuration(self, config_id: str | None) -> Configuration | None:

@@ -1,6 +1,6 @@
 """Inside the Go scheduler: what the baseline, the candidates and the worst configuration did
 with their CPU, their run queues and their scheduling latency, and a paragraph that explains
-the verdict from those figures only. Pure: reads what the trials recorded (study/insight.py).
+the verdict from those figures only. Pure: reads what the trials recorded (study/diagnostics.py).
 
 Per configuration, each figure is the median over its runs (search, repeats and confirmation
 runs alike); a figure no run recorded is absent. The heat maps show one run per side: the run of

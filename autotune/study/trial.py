@@ -19,7 +19,7 @@ from autotune.experiment.models import Burst, Experiment
 from autotune.live import Live, Window
 from autotune.metrics import promql
 from autotune.metrics.base import MetricSource, RangeSource, Reading, Unavailable
-from autotune.study import insight
+from autotune.study import diagnostics
 from autotune.study.interrupts import shielded
 from autotune.targets.base import Env, NoiseProbe, Target
 
@@ -216,7 +216,7 @@ def _read(
     record["window"] = {"start": window.start, "end": window.end, "seconds": window.seconds}
     readings: dict[str, Reading] = dict(source.read(queries, window, live))
     if exp.measure.schedtrace_period is not None:
-        record["schedtrace"] = insight.scheduler(exp, target, live, window)
+        record["schedtrace"] = diagnostics.scheduler(exp, target, live, window)
         summary = record["schedtrace"].get("summary") or {}
         why = record["schedtrace"].get("unavailable", "not computed from this trace")
         for name in exp.metrics:
@@ -225,7 +225,7 @@ def _read(
                 readings[name] = (summary[figure] if figure in summary
                                   else Unavailable(f"schedtrace: {why}"))
     if exp.measure.insight and isinstance(source, RangeSource):  # Prometheus, not a simulation
-        record["insight"] = insight.collect(exp, source, live, window)
+        record["insight"] = diagnostics.collect(exp, source, live, window)
     metrics: dict[str, float] = {}
     unavailable: dict[str, str] = {}
     for name in exp.metrics:

@@ -1,4 +1,4 @@
-module autotune.local/controlplane
+module autotune.platforms.local/controlplane
 
 go 1.26.0
 

@@ -39,8 +39,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import requests
 
-from autotune.local import proc
-from autotune.local.ports import free_port
+from autotune.platforms.local import proc
+from autotune.platforms.local.ports import free_port
 
 MODES = ("pass", "down", "slow", "5xx", "nan", "empty", "several", "stale")
 UNAVAILABLE_BODY = b"503 Service Unavailable: no healthy upstream (injected by prom_proxy)"

@@ -58,7 +58,7 @@ def built() -> None:
     for tool in ("stress-ng", "prometheus", "unshare"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (scripts/ensure-tools.sh)")
-    from autotune.local import gobuild
+    from autotune.platforms.local import gobuild
 
     gobuild.build("demo")
     gobuild.build("loadgen")
@@ -188,7 +188,7 @@ def test_the_old_shell_form_loses_the_sigterm(built: None, tmp_path: Path) -> No
         assert ks.tagged(night.tag) == []
         # The cgroups too: their names end in the dead run's PID in its own namespace (2 here),
         # a live thread in this one; what says the run is dead is its run lock, which cleanup
-        # now holds (the owner recorded on each group: autotune/local/cgroups.py stale()).
+        # now holds (the owner recorded on each group: autotune/platforms/local/cgroups.py stale()).
         assert ks.our_cgroups(night.name) == [], cleanup.output()
     finally:
         job.kill()

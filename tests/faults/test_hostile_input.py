@@ -26,9 +26,9 @@ import yaml
 
 from autotune.cli import main
 from autotune.experiment import load_experiment
-from autotune.kubernetes.deployment import any_of as pods_regex
 from autotune.live import Matcher
 from autotune.metrics import promql
+from autotune.platforms.kubernetes.deployment import any_of as pods_regex
 from tests.faults.prom_proxy import Exporter, PrometheusProcess
 
 pytestmark = pytest.mark.faults

@@ -50,7 +50,7 @@ def built() -> None:
     for tool in ("stress-ng", "prometheus"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (scripts/ensure-tools.sh)")
-    from autotune.local import gobuild
+    from autotune.platforms.local import gobuild
 
     gobuild.build("demo")
     gobuild.build("loadgen")
@@ -292,8 +292,8 @@ def test_interrupt_while_the_cgroups_are_created_leaves_none(tmp_path: Path,
     apply left ``autotune-<name>-<pid>/{service,tools}`` in the cpu hierarchy)."""
     from autotune.clock import SystemClock
     from autotune.experiment import parse_experiment
-    from autotune.local import cgroups
-    from autotune.local.stack import build
+    from autotune.platforms.local import cgroups
+    from autotune.platforms.local.stack import build
     from autotune.study.interrupts import Interrupted
     from autotune.study.space import to_env
 
@@ -332,7 +332,7 @@ def test_interrupt_before_a_started_process_is_recorded_stops_it(
     that cannot be written): the child must not stay, nobody could find it later."""
     import os
 
-    from autotune.local import proc
+    from autotune.platforms.local import proc
     from autotune.study.interrupts import Interrupted
 
     tag = f"km-{TOKEN}-reg"

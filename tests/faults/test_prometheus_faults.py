@@ -26,7 +26,7 @@ from autotune.live import Live, Matcher, Window
 from autotune.metrics import promql
 from autotune.metrics.base import Reading, Unavailable
 from autotune.metrics.prometheus import PrometheusSource
-from autotune.simulated import SimulatedInjector, SimulatedService, World
+from autotune.platforms.simulated import SimulatedInjector, SimulatedService, World
 from autotune.study import storage as st
 from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner

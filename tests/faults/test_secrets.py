@@ -37,17 +37,17 @@ import sqlalchemy
 import yaml
 
 from autotune import backends as registry
-from autotune import simulated
 from autotune.cli import main
 from autotune.clock import Clock, SystemClock
 from autotune.errors import MetricsError
 from autotune.experiment import Experiment
 from autotune.experiment.models import Prometheus
-from autotune.kubernetes import stack as cluster
 from autotune.live import Live, Matcher, Window
-from autotune.local.ports import free_port
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms import simulated
+from autotune.platforms.kubernetes import stack as cluster
+from autotune.platforms.local.ports import free_port
 from autotune.study.trial import Backends
 from tests.faults.prom_proxy import PrometheusProcess, PromProxy
 

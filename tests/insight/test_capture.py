@@ -22,8 +22,8 @@ import requests
 
 from autotune.errors import MetricsError
 from autotune.insight.capture import capture
-from autotune.local import gobuild, proc
-from autotune.local.ports import free_port
+from autotune.platforms.local import gobuild, proc
+from autotune.platforms.local.ports import free_port
 
 TRACE = b"go 1.27 trace\x00\x00\x00" + bytes(range(256)) * 4
 PROFILE = gzip.compress(b"\x0a\x04fake pprof protobuf" * 50)

@@ -9,7 +9,7 @@ from autotune.experiment import parse_experiment
 from autotune.live import Window
 from autotune.metrics.base import Unavailable
 from autotune.report.scheduler import _queues
-from autotune.study.insight import RUNNABLE, runnable_queues
+from autotune.study.diagnostics import RUNNABLE, runnable_queues
 
 EXPERIMENT = """
 name: runnable

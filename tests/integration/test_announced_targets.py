@@ -34,8 +34,8 @@ import requests
 from autotune.clock import SystemClock
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
-from autotune.local.prometheus import EmbeddedPrometheus
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.local.prometheus import EmbeddedPrometheus
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ from autotune.cli import main
 from autotune.clock import SystemClock
 from autotune.experiment import parse_experiment
 from autotune.experiment.models import Experiment, Stress
-from autotune.local import calibrate, cgroups, gobuild, proc
-from autotune.local.ports import free_port
-from autotune.local.service import LocalService
-from autotune.local.stack import build
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.local import calibrate, cgroups, gobuild, proc
+from autotune.platforms.local.ports import free_port
+from autotune.platforms.local.service import LocalService
+from autotune.platforms.local.stack import build
 from autotune.study.space import to_env
 from autotune.study.trial import Backends
 
@@ -410,7 +410,7 @@ def test_capture_takes_a_trace_and_a_profile_of_both_under_stress(
     """measure.capture: the baseline and the recommendation, each applied, warmed up, stressed
     in its cgroup and captured (net/http/pprof, DEBUG_PPROF set by the target); then restored."""
     from autotune.study import storage as st
-    from autotune.study.capture import capture_pair
+    from autotune.study.profiles import capture_pair
 
     monkeypatch.chdir(tmp_path)
     path = _local_experiment(tmp_path, measure={

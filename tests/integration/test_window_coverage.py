@@ -19,9 +19,9 @@ import pytest
 from autotune.clock import SystemClock
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
-from autotune.local.prometheus import EmbeddedPrometheus
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.local.prometheus import EmbeddedPrometheus
 
 pytestmark = pytest.mark.integration
 

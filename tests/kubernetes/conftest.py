@@ -31,13 +31,13 @@ import pytest
 import yaml
 
 from autotune.experiment import Experiment, parse_experiment
-from autotune.kubernetes.client import Kube, connect
-from autotune.kubernetes.deployment import KubernetesTarget, StressGuard
-from autotune.kubernetes.lease import RunLease
-from autotune.kubernetes.loadgen import LoadGenerator
-from autotune.kubernetes.stresschaos import ChaosMeshInjector
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
+from autotune.platforms.kubernetes.client import Kube, connect
+from autotune.platforms.kubernetes.deployment import KubernetesTarget, StressGuard
+from autotune.platforms.kubernetes.lease import RunLease
+from autotune.platforms.kubernetes.loadgen import LoadGenerator
+from autotune.platforms.kubernetes.stresschaos import ChaosMeshInjector
 from autotune.study.interrupts import Interrupted
 from autotune.study.trial import Backends
 from tests.controlplane.chaos_controller import ChaosMesh, Webhooks

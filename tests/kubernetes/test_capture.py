@@ -13,8 +13,8 @@ import pytest
 
 from autotune.errors import ExperimentError
 from autotune.experiment import Experiment
-from autotune.kubernetes import stack
-from autotune.study.capture import capture_pair
+from autotune.platforms.kubernetes import stack
+from autotune.study.profiles import capture_pair
 from autotune.study.storage import open_for_run
 from tests.kubernetes.conftest import World
 

@@ -10,9 +10,10 @@ import pytest
 
 from autotune.errors import ChaosError
 from autotune.experiment.models import Stress
-from autotune.kubernetes.errors import ApiError
-from autotune.kubernetes.objects import STRESSCHAOS, PodPlacement
-from autotune.kubernetes.stresschaos import (
+from autotune.live import Live
+from autotune.platforms.kubernetes.errors import ApiError
+from autotune.platforms.kubernetes.objects import STRESSCHAOS, PodPlacement
+from autotune.platforms.kubernetes.stresschaos import (
     CRD_MISSING,
     crd,
     manifest_problems,
@@ -20,7 +21,6 @@ from autotune.kubernetes.stresschaos import (
     render,
     tighten,
 )
-from autotune.live import Live
 from tests.kubernetes.conftest import World
 from tests.kubernetes.golden import check_golden
 

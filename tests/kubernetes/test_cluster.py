@@ -7,12 +7,12 @@ import pytest
 
 from autotune.errors import ExperimentError, PrerequisiteError
 from autotune.experiment.models import Stress
-from autotune.kubernetes import stack as cluster
-from autotune.kubernetes.deployment import KubernetesTarget
-from autotune.kubernetes.objects import STRESSCHAOS, PodPlacement
-from autotune.kubernetes.permissions import NEEDED
-from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector, render
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.kubernetes import stack as cluster
+from autotune.platforms.kubernetes.deployment import KubernetesTarget
+from autotune.platforms.kubernetes.objects import STRESSCHAOS, PodPlacement
+from autotune.platforms.kubernetes.permissions import NEEDED
+from autotune.platforms.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector, render
 from tests.kubernetes.conftest import World
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 

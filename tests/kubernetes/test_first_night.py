@@ -13,9 +13,9 @@ import pytest
 
 from autotune.cli import main
 from autotune.errors import StressNotRecovered, StudyError, TargetError
-from autotune.kubernetes import stack
-from autotune.kubernetes.objects import PODS, Selection
-from autotune.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
+from autotune.platforms.kubernetes import stack
+from autotune.platforms.kubernetes.objects import PODS, Selection
+from autotune.platforms.kubernetes.permissions import CLUSTER_NEEDED, NEEDED
 from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import ORIGINAL_ENV, StressedMetrics, World
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus

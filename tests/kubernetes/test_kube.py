@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import PrerequisiteError, TargetError
-from autotune.kubernetes.client import configuration, connect
-from autotune.kubernetes.errors import ApiError, reraise_as
-from autotune.kubernetes.objects import (
+from autotune.platforms.kubernetes.client import configuration, connect
+from autotune.platforms.kubernetes.errors import ApiError, reraise_as
+from autotune.platforms.kubernetes.objects import (
     DEPLOYMENTS,
     PODS,
     Selection,

@@ -15,11 +15,11 @@ import pytest
 
 from autotune.errors import ExperimentError, TargetError
 from autotune.experiment import parse_experiment
-from autotune.kubernetes import stack
-from autotune.kubernetes.loadgen import BINARY, load_pods
-from autotune.kubernetes.permissions import CLUSTER_NEEDED, needed
-from autotune.study.capture import capture_pair
+from autotune.platforms.kubernetes import stack
+from autotune.platforms.kubernetes.loadgen import BINARY, load_pods
+from autotune.platforms.kubernetes.permissions import CLUSTER_NEEDED, needed
 from autotune.study.loop import RunResult
+from autotune.study.profiles import capture_pair
 from autotune.study.storage import open_for_run
 from tests.kubernetes.conftest import (
     ORIGINAL_ENV,

@@ -23,15 +23,15 @@ from autotune.cli import (
 from autotune.experiment import Experiment, load_experiment
 from autotune.experiment.durations import parse_duration
 from autotune.experiment.models import Burst
-from autotune.kubernetes import stack as cluster
-from autotune.kubernetes.objects import (
+from autotune.platforms.kubernetes import stack as cluster
+from autotune.platforms.kubernetes.objects import (
     MANAGED_BY_LABEL,
     STUDY_LABEL,
     TRIAL_LABEL,
     PodPlacement,
     object_name,
 )
-from autotune.kubernetes.permissions import (
+from autotune.platforms.kubernetes.permissions import (
     CAPTURE_NEEDED,
     CLUSTER_NEEDED,
     LOAD_NEEDED,
@@ -39,7 +39,7 @@ from autotune.kubernetes.permissions import (
     SCHEDTRACE_NEEDED,
     Permission,
 )
-from autotune.kubernetes.stresschaos import CRD_FILE, render
+from autotune.platforms.kubernetes.stresschaos import CRD_FILE, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
 from tests.controlplane.chaos_controller import ChaosMesh
@@ -305,7 +305,7 @@ def test_each_optional_rbac_file_grants_exactly_its_table(table: tuple[Permissio
 
 
 def test_the_image_ships_the_load_generator_the_pod_runs() -> None:
-    from autotune.kubernetes.loadgen import BINARY
+    from autotune.platforms.kubernetes.loadgen import BINARY
     text = (ROOT / "deploy/Dockerfile").read_text()
     assert re.search(r"go build .* -o /out/autotune-loadgen \./cmd/loadgen$", text, re.M)
     assert f"COPY --from=loadgen /out/autotune-loadgen {BINARY}" in text
@@ -349,7 +349,7 @@ def test_the_load_generators_pods_are_scraped_by_a_podmonitor() -> None:
     deploy/monitoring.yaml selects the generator's pods by the labels the code gives them, on
     the port it names, often enough for the example's window."""
     from autotune.experiment.models import ClusterLoad
-    from autotune.kubernetes.loadgen import manifest
+    from autotune.platforms.kubernetes.loadgen import manifest
 
     [monitor] = [d for d in _docs(ROOT / "deploy/monitoring.yaml")
                  if d["metadata"]["name"] == "autotune-load"]

@@ -11,8 +11,8 @@ import pytest
 
 from autotune.cli import main
 from autotune.errors import TargetError
-from autotune.kubernetes import stack
-from autotune.kubernetes.errors import TargetProblem
+from autotune.platforms.kubernetes import stack
+from autotune.platforms.kubernetes.errors import TargetProblem
 from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import World
 from tests.kubernetes.test_study import run

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune.kubernetes import stack
-from autotune.kubernetes.deployment import Original, env_names, env_patch, restore_patch
-from autotune.kubernetes.objects import DEPLOYMENTS
+from autotune.platforms.kubernetes import stack
+from autotune.platforms.kubernetes.deployment import Original, env_names, env_patch, restore_patch
+from autotune.platforms.kubernetes.objects import DEPLOYMENTS
 from tests.kubernetes.conftest import Plane, World, deployment_manifest, start_world
 
 Obj = dict[str, Any]

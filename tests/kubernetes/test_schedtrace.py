@@ -17,9 +17,9 @@ import pytest
 from autotune.errors import TargetError
 from autotune.insight.podlog import stamp_seconds, trace_in_window
 from autotune.insight.schedtrace import Trace
-from autotune.kubernetes import stack
 from autotune.live import Window
-from autotune.study.insight import scheduler
+from autotune.platforms.kubernetes import stack
+from autotune.study.diagnostics import scheduler
 from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import World
 from tests.kubernetes.test_study import run

@@ -29,11 +29,11 @@ from autotune.clock import SystemClock
 from autotune.errors import AutotuneError, ExperimentError, MetricsError
 from autotune.experiment import Experiment, parse_experiment
 from autotune.experiment.models import Prometheus
-from autotune.kubernetes import stack
 from autotune.live import Live, Matcher, Window
-from autotune.local.prometheus import EmbeddedPrometheus
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.kubernetes import stack
+from autotune.platforms.local.prometheus import EmbeddedPrometheus
 from tests.faults.prom_proxy import Exporter, PrometheusProcess, PromProxy
 
 pytestmark = pytest.mark.integration

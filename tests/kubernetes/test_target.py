@@ -8,7 +8,7 @@ import json
 import pytest
 
 from autotune.errors import TargetError
-from autotune.kubernetes.deployment import (
+from autotune.platforms.kubernetes.deployment import (
     REPLICA_CHANGES,
     Original,
     any_of,
@@ -17,7 +17,7 @@ from autotune.kubernetes.deployment import (
     gomaxprocs_note,
     restore_patch,
 )
-from autotune.kubernetes.objects import ORIGINAL_ENV_ANNOTATION
+from autotune.platforms.kubernetes.objects import ORIGINAL_ENV_ANNOTATION
 from tests.kubernetes.conftest import ORIGINAL_ENV, World
 from tests.kubernetes.golden import check_golden
 

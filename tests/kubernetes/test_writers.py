@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from autotune.errors import TargetError
-from autotune.kubernetes import stack
+from autotune.platforms.kubernetes import stack
 from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import (
     ORIGINAL_ENV,

@@ -13,8 +13,8 @@ from optuna.trial import TrialState
 
 from autotune.errors import StudyError
 from autotune.experiment import Experiment, parse_experiment
+from autotune.platforms.simulated import World
 from autotune.report import history
-from autotune.simulated import World
 from autotune.study import nightly
 from autotune.study import storage as st
 from autotune.study.loop import DESIGN_ATTR, completed_search

@@ -11,7 +11,7 @@ import yaml
 from autotune.backends import build
 from autotune.clock import FakeClock
 from autotune.experiment import Experiment, parse_experiment
-from autotune.simulated import World
+from autotune.platforms.simulated import World
 from autotune.study import storage as st
 from autotune.study.journal import Journal
 from autotune.study.loop import RunResult, StudyRunner

@@ -11,8 +11,8 @@ import pytest
 
 from autotune.advice import advise, gomaxprocs_warnings
 from autotune.experiment import parse_experiment
-from autotune.local.gobuild import _env, find_go
 from autotune.metrics.buckets import CLIENT_GOLANG_SECONDS_LE, bucket_around, rebucket
+from autotune.platforms.local.gobuild import _env, find_go
 
 CLUSTER = """
 name: advice

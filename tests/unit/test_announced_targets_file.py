@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autotune.local.prometheus import EmbeddedPrometheus
+from autotune.platforms.local.prometheus import EmbeddedPrometheus
 
 
 def _endpoints(generation: int) -> dict[str, str]:

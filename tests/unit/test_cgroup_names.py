@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from autotune.clock import FakeClock
-from autotune.local import cgroups
+from autotune.platforms.local import cgroups
 
 
 def _dead_pid() -> int:
@@ -110,7 +110,7 @@ def test_a_killed_runs_enabled_controllers_are_undone_by_the_next_cleanup(
 OWNER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from autotune.local import cgroups
+    from autotune.platforms.local import cgroups
 
     name, lock_path = sys.argv[1], sys.argv[2]
     extra = {}

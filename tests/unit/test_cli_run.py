@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.simulated import World
+from autotune.platforms.simulated import World
 
 EXPERIMENT = {
     "name": "sig",

@@ -16,11 +16,11 @@ from autotune.clock import SystemClock
 from autotune.deadline import TotalDeadline
 from autotune.experiment.models import Prometheus
 from autotune.insight.capture import Direct
-from autotune.kubernetes.client import Kube
-from autotune.kubernetes.errors import Unreachable
-from autotune.kubernetes.objects import PODS
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.kubernetes.client import Kube
+from autotune.platforms.kubernetes.errors import Unreachable
+from autotune.platforms.kubernetes.objects import PODS
 
 
 def bounded_session(total: float) -> requests.Session:

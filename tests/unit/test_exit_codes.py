@@ -22,12 +22,13 @@ from autotune.errors import (
     StudyError,
     TargetError,
 )
-from autotune.kubernetes.errors import NotFound, ServerError, reraise_as
-from autotune.simulated import SimulatedService
+from autotune.platforms.kubernetes.errors import NotFound, ServerError, reraise_as
+from autotune.platforms.simulated import SimulatedService
 
 ROLLOUT_TIMEOUT = ("the rollout of Deployment shop/api did not complete within 300s (it "
                    "restores the original env of a run that died)")
-"""What autotune/kubernetes/deployment.py raises (a plain TargetError) when a rollout times out."""
+"""What autotune/platforms/kubernetes/deployment.py raises (a plain TargetError) when a rollout
+times out."""
 
 EXPERIMENT = {
     "name": "codes",
@@ -73,7 +74,7 @@ def test_an_environment_error_while_a_dead_run_is_cleaned_up_exits_1(
 
 def test_cleanup_namespace_whose_rollout_times_out_exits_1(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from autotune.kubernetes import stack
+    from autotune.platforms.kubernetes import stack
 
     def cleanup_namespace(namespace: str, **kwargs: object) -> list[str]:
         raise TargetError(ROLLOUT_TIMEOUT)

@@ -18,11 +18,16 @@ from autotune.clock import FakeClock
 from autotune.experiment import parse_experiment
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
-from autotune.local import calibrate, cgroups, proc
-from autotune.local.prometheus import EmbeddedPrometheus
-from autotune.local.service import GENERATION_LABEL, LOADGEN_JOB, SERVICE_JOB, LocalService
 from autotune.metrics.base import Reading, Unavailable
 from autotune.metrics.prometheus import RETRY_PAUSE, PrometheusSource
+from autotune.platforms.local import calibrate, cgroups, proc
+from autotune.platforms.local.prometheus import EmbeddedPrometheus
+from autotune.platforms.local.service import (
+    GENERATION_LABEL,
+    LOADGEN_JOB,
+    SERVICE_JOB,
+    LocalService,
+)
 
 # --- load calibration -----------------------------------------------------------------------
 

@@ -22,10 +22,10 @@ from autotune.errors import ExperimentError, MetricsError, StudyError
 from autotune.experiment import parse_experiment
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
-from autotune.local import cgroups, proc
-from autotune.local.service import LocalService
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
+from autotune.platforms.local import cgroups, proc
+from autotune.platforms.local.service import LocalService
 from autotune.study import storage as st
 
 ROOT = Path(__file__).parents[2]

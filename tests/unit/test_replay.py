@@ -13,7 +13,7 @@ from autotune.errors import TargetError
 from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Window
 from autotune.metrics.base import Unavailable
-from autotune.replay import Replay, ReplayGrid
+from autotune.platforms.replay import Replay, ReplayGrid
 from autotune.study.space import settings_key
 from autotune.study.trial import TrialFailed, measure
 from benchmarks import replay as bench

@@ -23,7 +23,7 @@ import yaml
 from autotune.cli import main
 from autotune.errors import TargetError
 from autotune.experiment import parse_experiment
-from autotune.simulated import World
+from autotune.platforms.simulated import World
 
 SIMULATED = {
     "name": "twice",
@@ -182,7 +182,7 @@ def local_exp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_a_local_experiment_held_by_a_run_refuses_cleanup_and_a_second_run(
         local_exp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from autotune.clock import SystemClock
-    from autotune.local.stack import build
+    from autotune.platforms.local.stack import build
 
     exp = parse_experiment(local_exp.read_text())
     before = time.time()
@@ -210,7 +210,7 @@ def test_a_killed_holders_children_do_not_keep_the_lock(tmp_path: Path) -> None:
 
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from autotune.local import proc
+        from autotune.platforms.local import proc
         from autotune.runlock import RunLock
         lock = RunLock(Path({str(tmp_path / "run.lock")!r}))
         lock.acquire()

@@ -14,7 +14,7 @@ from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
-from autotune.simulated import surface
+from autotune.platforms.simulated import surface
 from autotune.study import storage as st
 from autotune.study.interrupts import Interrupted
 from autotune.study.loop import completed_search

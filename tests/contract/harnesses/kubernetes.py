@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.experiment import parse_experiment
-from autotune.kubernetes.stack import build
+from autotune.platforms.kubernetes.stack import build
 from tests.kubernetes.conftest import Plane, start_world
 
 EXPERIMENT = """

@@ -8,8 +8,8 @@ import pytest
 
 from autotune.clock import SystemClock
 from autotune.experiment import parse_experiment
-from autotune.local.service import LocalService
-from autotune.local.stack import build
+from autotune.platforms.local.service import LocalService
+from autotune.platforms.local.stack import build
 
 EXPERIMENT = """
 name: contract-local

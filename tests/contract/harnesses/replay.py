@@ -9,7 +9,7 @@ import pytest
 
 from autotune.clock import FakeClock
 from autotune.experiment import parse_experiment
-from autotune.replay import Replay, ReplayGrid
+from autotune.platforms.replay import Replay, ReplayGrid
 
 EXPERIMENT = """
 name: contract-replay

@@ -9,7 +9,7 @@ import pytest
 from autotune.backends import build
 from autotune.clock import FakeClock
 from autotune.experiment import parse_experiment
-from autotune.simulated import World
+from autotune.platforms.simulated import World
 
 EXPERIMENT = """
 name: contract-sim

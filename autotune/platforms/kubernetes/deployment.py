@@ -31,12 +31,13 @@ from autotune.clock import Clock
 from autotune.errors import TargetError
 from autotune.experiment import models
 from autotune.insight import podlog, schedtrace
-from autotune.kubernetes import writers
-from autotune.kubernetes.client import Kube
-from autotune.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
-from autotune.kubernetes.lease import RunLease
-from autotune.kubernetes.loadgen import LoadGenerator
-from autotune.kubernetes.objects import (
+from autotune.live import Live, Matcher, Window
+from autotune.platforms.kubernetes import writers
+from autotune.platforms.kubernetes.client import Kube
+from autotune.platforms.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
+from autotune.platforms.kubernetes.lease import RunLease
+from autotune.platforms.kubernetes.loadgen import LoadGenerator
+from autotune.platforms.kubernetes.objects import (
     AUTOSCALERS,
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -52,8 +53,8 @@ from autotune.kubernetes.objects import (
     one,
     selector_of,
 )
-from autotune.kubernetes.pprof import PodProxy
-from autotune.kubernetes.rollout import (
+from autotune.platforms.kubernetes.pprof import PodProxy
+from autotune.platforms.kubernetes.rollout import (
     ReplicaSetRef,
     controller_of,
     is_active,
@@ -65,7 +66,6 @@ from autotune.kubernetes.rollout import (
     stale_condition,
     terminating_pods,
 )
-from autotune.live import Live, Matcher, Window
 from autotune.targets.base import Env, NoiseProbe
 
 log = logging.getLogger(__name__)

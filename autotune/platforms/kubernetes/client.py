@@ -37,8 +37,8 @@ from kubernetes.client.exceptions import ApiException
 from autotune.clock import Clock
 from autotune.deadline import Watchdog, read_body, watch_pools
 from autotune.errors import PrerequisiteError
-from autotune.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, api_error
-from autotune.kubernetes.objects import (
+from autotune.platforms.kubernetes.errors import ApiError, Gone, NotFound, Unreachable, api_error
+from autotune.platforms.kubernetes.objects import (
     ACCESS_REVIEWS,
     POD_LOGS,
     POD_PROXY,
@@ -48,7 +48,7 @@ from autotune.kubernetes.objects import (
     Selection,
     name_of,
 )
-from autotune.kubernetes.writers import FIELD_MANAGER
+from autotune.platforms.kubernetes.writers import FIELD_MANAGER
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from autotune.deadline import chunks
 from autotune.errors import MetricsError
 from autotune.insight.capture import CHUNK, Answer
-from autotune.kubernetes.client import CONNECT_TIMEOUT, Kube, proxy_path
-from autotune.kubernetes.errors import ApiError, Forbidden, NotFound
+from autotune.platforms.kubernetes.client import CONNECT_TIMEOUT, Kube, proxy_path
+from autotune.platforms.kubernetes.errors import ApiError, Forbidden, NotFound
 
 # What a 502/503/504 from the pod proxy means: the API server itself could not reach the pod.
 _UNREACHABLE = (

@@ -34,8 +34,8 @@ import requests
 from autotune import redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
-from autotune.local import proc
-from autotune.local.ports import free_port
+from autotune.platforms.local import proc
+from autotune.platforms.local.ports import free_port
 
 log = logging.getLogger(__name__)
 

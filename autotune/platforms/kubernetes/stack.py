@@ -16,25 +16,25 @@ from autotune.clock import Clock, SystemClock
 from autotune.errors import AutotuneError, ExperimentError, MetricsError
 from autotune.experiment.models import Experiment, KubernetesTarget, Setting
 from autotune.experiment.templates import placeholders
-from autotune.kubernetes.client import Kube, connect
-from autotune.kubernetes.deployment import KubernetesTarget as DeploymentTarget
-from autotune.kubernetes.deployment import StressGuard, restore_annotated
-from autotune.kubernetes.errors import TargetProblem
-from autotune.kubernetes.lease import RunLease
-from autotune.kubernetes.loadgen import LoadGenerator, remove_all
-from autotune.kubernetes.objects import (
+from autotune.live import Matcher, Window
+from autotune.metrics import promql
+from autotune.metrics.base import Unavailable
+from autotune.metrics.prometheus import PrometheusSource, PrometheusUnreachable
+from autotune.platforms.kubernetes.client import Kube, connect
+from autotune.platforms.kubernetes.deployment import KubernetesTarget as DeploymentTarget
+from autotune.platforms.kubernetes.deployment import StressGuard, restore_annotated
+from autotune.platforms.kubernetes.errors import TargetProblem
+from autotune.platforms.kubernetes.lease import RunLease
+from autotune.platforms.kubernetes.loadgen import LoadGenerator, remove_all
+from autotune.platforms.kubernetes.objects import (
     DEPLOYMENTS,
     ORIGINAL_ENV_ANNOTATION,
     STRESSCHAOS,
     PodPlacement,
     Selection,
 )
-from autotune.kubernetes.permissions import needed
-from autotune.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
-from autotune.live import Matcher, Window
-from autotune.metrics import promql
-from autotune.metrics.base import Unavailable
-from autotune.metrics.prometheus import PrometheusSource, PrometheusUnreachable
+from autotune.platforms.kubernetes.permissions import needed
+from autotune.platforms.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
 from autotune.study.design import cpu_limit
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
 

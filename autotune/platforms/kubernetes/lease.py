@@ -24,9 +24,9 @@ import uuid
 from typing import Any
 
 from autotune.clock import Clock
-from autotune.kubernetes.client import Kube
-from autotune.kubernetes.errors import Conflict, TargetProblem
-from autotune.kubernetes.objects import LEASES, MANAGED_BY_LABEL, MANAGER
+from autotune.platforms.kubernetes.client import Kube
+from autotune.platforms.kubernetes.errors import Conflict, TargetProblem
+from autotune.platforms.kubernetes.objects import LEASES, MANAGED_BY_LABEL, MANAGER
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.kubernetes.objects import (
+from autotune.platforms.kubernetes.objects import (
     ACCESS_REVIEWS,
     AUTOSCALERS,
     CONFIGMAPS,

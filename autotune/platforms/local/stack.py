@@ -20,15 +20,15 @@ from pathlib import Path
 from autotune.clock import Clock
 from autotune.errors import PrerequisiteError
 from autotune.experiment.models import Experiment
-from autotune.local import cgroups, gobuild, proc
-from autotune.local.prometheus import EmbeddedPrometheus
-from autotune.local.service import LocalService
-from autotune.local.stress_ng import StressNgInjector
 from autotune.metrics.prometheus import (
     PrometheusSource,
     PrometheusUnreachable,
     configured_interval,
 )
+from autotune.platforms.local import cgroups, gobuild, proc
+from autotune.platforms.local.prometheus import EmbeddedPrometheus
+from autotune.platforms.local.service import LocalService
+from autotune.platforms.local.stress_ng import StressNgInjector
 from autotune.runlock import RunLock
 from autotune.study.trial import Backends
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from autotune import redaction
 from autotune.errors import PrerequisiteError
-from autotune.local import proc
+from autotune.platforms.local import proc
 
-WORKLOADS = Path(__file__).parent.parent / "workloads"
+WORKLOADS = Path(__file__).parents[2] / "workloads"
 MIN_GO = (1, 25)
 
 

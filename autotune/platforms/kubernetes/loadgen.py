@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from autotune.clock import Clock
 from autotune.errors import TargetError
 from autotune.experiment.models import ClusterLoad
-from autotune.kubernetes.client import Kube
-from autotune.kubernetes.errors import reraise_as
-from autotune.kubernetes.objects import (
+from autotune.live import Matcher
+from autotune.platforms.kubernetes.client import Kube
+from autotune.platforms.kubernetes.errors import reraise_as
+from autotune.platforms.kubernetes.objects import (
     MANAGED_BY_LABEL,
     MANAGER,
     PODS,
@@ -37,7 +38,6 @@ from autotune.kubernetes.objects import (
     object_name,
     one,
 )
-from autotune.live import Matcher
 
 log = logging.getLogger(__name__)
 

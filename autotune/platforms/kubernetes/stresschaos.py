@@ -44,16 +44,17 @@ from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError, StressNotRecovered
 from autotune.experiment.models import Stress
-from autotune.kubernetes.client import Kube
-from autotune.kubernetes.deployment import StressGuard
-from autotune.kubernetes.errors import (
+from autotune.live import Live
+from autotune.platforms.kubernetes.client import Kube
+from autotune.platforms.kubernetes.deployment import StressGuard
+from autotune.platforms.kubernetes.errors import (
     ApiError,
     ChaosProblem,
     Conflict,
     NotFound,
     reraise_as,
 )
-from autotune.kubernetes.objects import (
+from autotune.platforms.kubernetes.objects import (
     EVENTS,
     MANAGED_BY_LABEL,
     MANAGER,
@@ -69,7 +70,6 @@ from autotune.kubernetes.objects import (
     one,
     ours,
 )
-from autotune.live import Live
 
 log = logging.getLogger(__name__)
 

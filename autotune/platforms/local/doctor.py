@@ -8,7 +8,7 @@ import shutil
 from autotune import redaction
 from autotune.errors import AutotuneError, PrerequisiteError
 from autotune.experiment.models import Experiment
-from autotune.local import cgroups, gobuild, proc
+from autotune.platforms.local import cgroups, gobuild, proc
 from autotune.readiness import Check
 
 

@@ -22,7 +22,7 @@ from autotune.clock import Clock, wait_until
 from autotune.errors import ChaosError, StressNotRecovered
 from autotune.experiment.models import Stress
 from autotune.live import Live
-from autotune.local import proc
+from autotune.platforms.local import proc
 
 VERIFY_TIMEOUT = 10.0
 RECOVER_TIMEOUT = 15.0

@@ -4,9 +4,9 @@ candidate's environment, and driven by the open-loop load generator (127.0.0.1 o
 Each restart is a new *generation*: its own ports (unless ``target.local.port`` fixes the
 service's), and the label ``autotune_generation`` on every series scraped from it, so no query can
 mix two configurations. The next generation's ports are chosen, and announced to our private
-Prometheus, while the current one runs (see ``autotune.local.prometheus``): a port that got taken
-in the meantime is not used, and its generation number is skipped, so a label is only ever on
-series from our own processes of that generation.
+Prometheus, while the current one runs (see ``autotune.platforms.local.prometheus``): a port
+that got taken in the meantime is not used, and its generation number is skipped, so a label is
+only ever on series from our own processes of that generation.
 
 With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibrate``).
 
@@ -43,9 +43,9 @@ from autotune.errors import PrerequisiteError, TargetError
 from autotune.experiment.models import Experiment, LocalTarget
 from autotune.insight import capture, schedtrace
 from autotune.live import Live, Matcher, Window
-from autotune.local import calibrate, cgroups, gobuild, proc
-from autotune.local.cgroups import CpuLimit
-from autotune.local.ports import free_port, port_free
+from autotune.platforms.local import calibrate, cgroups, gobuild, proc
+from autotune.platforms.local.cgroups import CpuLimit
+from autotune.platforms.local.ports import free_port, port_free
 from autotune.targets.base import Env, NoiseProbe
 
 log = logging.getLogger(__name__)

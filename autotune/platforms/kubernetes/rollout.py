@@ -31,8 +31,8 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from autotune.kubernetes.errors import TargetProblem
-from autotune.kubernetes.objects import POD_TEMPLATE_HASH, Obj, full_name, name_of
+from autotune.platforms.kubernetes.errors import TargetProblem
+from autotune.platforms.kubernetes.objects import POD_TEMPLATE_HASH, Obj, full_name, name_of
 
 TIMED_OUT = "ProgressDeadlineExceeded"
 
