@@ -3,7 +3,7 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 
-.PHONY: demo setup tools controlplane test lint clean
+.PHONY: demo setup tools controlplane test unit lint clean
 
 # Debian's PostgreSQL keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, off PATH.
 PG_BIN := $(lastword $(sort $(wildcard /usr/lib/postgresql/*/bin)))
@@ -31,6 +31,11 @@ controlplane: setup
 test: setup controlplane
 	scripts/ensure-tools.sh test
 	PATH="$(PATH):$(PG_BIN)" $(BIN)/python -m pytest -q
+
+# The quick loop while editing: what needs no tool, no Go build, no control plane and no server
+# (no test marked integration or faults); `make test` runs everything.
+unit: setup
+	$(BIN)/python -m pytest -q -m "not integration and not faults" tests/unit tests/report tests/insight
 
 lint: setup
 	$(BIN)/ruff check autotune tests benchmarks

@@ -1,37 +1,28 @@
-"""argv -> calls -> exit code (``autotune.errors.ExitCode``).
+"""argv -> a command -> exit code (``autotune.errors.ExitCode``). Only the parser and the
+dispatch live here; each command is a module of ``autotune.commands`` with ``main(args)``.
 
 SIGINT and SIGTERM are handled for the whole command, from the first line of ``main()``: as PID 1
 of a container (the CronJob runs ``autotune nightly`` with no shell in between) a process
 receives only the signals it has a handler for (pid_namespaces(7)), so a moment without one
 would drop the kubelet's SIGTERM and leave it to the SIGKILL after the grace period to end a run
-that changed the target. Heavy imports (pydantic, Optuna, the Kubernetes client) are made inside
-the commands for the same reason: at module level they would run before ``main()``.
+that changed the target. The command's module (and with it pydantic, Optuna, the Kubernetes
+client) is imported only after that, by name (``COMMANDS``): at the top of this module those
+imports would run before ``main()``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import logging
-import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 from autotune import __version__, redaction
-from autotune.errors import AutotuneError, ExitCode, ExperimentError, StudyError, exit_codes_text
+from autotune.commands import EXPORT_FORMATS, PROMOTE_DIR_VAR, PROMOTE_FORMAT_VAR
+from autotune.errors import ExitCode, exit_codes_text
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
 
-if TYPE_CHECKING:
-    from autotune.experiment import Experiment
-
-log = logging.getLogger("autotune")
-
-# autotune.report.export.FORMATS, spelled out: importing it loads Optuna, seconds spent before
-# main() could install the signal handlers (tests/unit/test_exit_codes.py keeps them equal).
-EXPORT_FORMATS = ("kustomize", "env", "json", "helm-values")
-PROMOTE_DIR_VAR, PROMOTE_FORMAT_VAR = "AUTOTUNE_PROMOTE_DIR", "AUTOTUNE_PROMOTE_FORMAT"
 CHANGES_THINGS = frozenset({"run", "confirm", "cleanup", "nightly"})
 """Commands that inject stress or configure a target: an interrupt of them undoes something."""
 
@@ -215,334 +206,12 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "6; 0 = fixed rounds only)")
 
 
-def _load(path: str) -> tuple[Experiment, str]:
-    from autotune.experiment import load_experiment
-
-    return load_experiment(path)
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    from autotune.advice import advise
-
-    exp, _ = _load(args.file)
-    print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
-          f"{exp.study.trials} trials)")
-    for warning in advise(exp):
-        print(f"  warning: {warning}", file=sys.stderr)
-    if not (args.cluster or args.live):
-        return ExitCode.OK
-    if exp.target.kubernetes is None and args.cluster:
-        print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
-        return ExitCode.USAGE
-    from autotune.platforms.kubernetes import stack as cluster
-
-    warnings: list[str] = []
-    problems = (cluster.validate_cluster(exp, context=args.context, warnings=warnings)
-                if args.cluster else [])
-    if args.live:
-        problems += cluster.validate_live(exp, context=args.context)
-    for warning in warnings:
-        print(f"  warning: {warning}", file=sys.stderr)
-    for problem in problems:
-        print(f"  {problem}", file=sys.stderr)
-    checked = " and ".join(x for x, on in (("cluster", args.cluster), ("metrics", args.live)) if on)
-    print(f"{checked}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
-    return ExitCode.OK if not problems else ExitCode.CONFIG
-
-
-def cmd_schema(args: argparse.Namespace) -> int:
-    from autotune.experiment import Experiment
-
-    print(json.dumps(Experiment.model_json_schema(), indent=2))
-    return ExitCode.OK
-
-
-def _runner(exp: Experiment, digest: str, plain: bool,
-            context: str | None = None) -> tuple[Any, Any]:
-    """The study runner with this experiment's backends, and its progress display."""
-    from autotune.backends import build
-    from autotune.clock import SystemClock
-    from autotune.progress import PlainProgress, RichProgress
-    from autotune.study import storage as st
-    from autotune.study.journal import Journal
-    from autotune.study.loop import StudyRunner
-
-    results = st.results_dir(exp)
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StudyError(f"cannot create the results directory {results}: "
-                         f"{e.strerror or e}") from None
-    clock = SystemClock()
-    progress = RichProgress() if sys.stderr.isatty() and not plain else PlainProgress()
-    backends = build(exp, results, clock, context=context)
-    runner = StudyRunner(exp, backends, clock=clock, progress=progress,
-                         journal=Journal(results / "trials.jsonl"), experiment_hash=digest)
-    return runner, progress
-
-
-def _verdict_text(exp: Experiment, studies: Any) -> str:
-    from autotune.report import build_report
-
-    report = build_report(exp, studies)
-    return f"verdict: {report.verdict.upper()} - {report.reason}"
-
-
-def _capture(exp: Experiment, studies: Any, runner: Any) -> None:
-    """``measure.capture``: a trace and a CPU profile of the baseline and the recommendation."""
-    if not exp.measure.capture:
-        return
-    from autotune.report import build_report
-    from autotune.study.profiles import capture_pair
-
-    report = build_report(exp, studies)
-    chosen = next((c for c in report.candidates if c.id == report.recommendation), None)
-    done = capture_pair(exp, studies, runner.backends, runner.clock,
-                        chosen.settings if chosen is not None else None)
-    for c in done:
-        for f in c.get("files") or ():
-            print(f"captured {c['name']} {f['kind']}: {f['open_with']}")
-        if c.get("failure"):
-            print(f"capture of {c['name']} failed: {c['failure']}", file=sys.stderr)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    exp, digest = _load(args.file)
-    return _run(exp, digest, args)
-
-
-def _run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
-    from autotune.progress import RichProgress
-    from autotune.report import history
-    from autotune.study import nightly
-    from autotune.study import storage as st
-    from autotune.study.status import run_text, status_data
-
-    options = nightly.NightOptions(
-        budget=args.trials or exp.study.trials, new_study=args.new_study,
-        confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra)
-    progress = None
-    try:
-        runner, progress = _runner(exp, digest, args.plain, args.context)
-        night = nightly.run_night(exp, st.storage_url(exp, args.storage), runner, options,
-                                  history.verdict_record)
-        if night.confirmed:
-            _capture(exp, night.studies, runner)
-    finally:
-        if isinstance(progress, RichProgress):
-            progress.stop()
-    print(run_text(night.result, status_data(exp, night.studies), str(st.results_dir(exp))))
-    if night.confirmed:
-        print(f"verdict: {night.verdict['verdict'].upper()} - {night.verdict['reason']}")
-    else:
-        print("no confirmation runs: `autotune confirm` re-measures the top candidates")
-    for line in night.lines():
-        print(line)
-    return (ExitCode.DRIFT if args.fail_on_drift and night.drift.status == "drifted"
-            else ExitCode.OK)
-
-
-def cmd_confirm(args: argparse.Namespace) -> int:
-    from autotune.progress import RichProgress
-    from autotune.study import storage as st
-    from autotune.study.confirm import confirm
-
-    exp, digest = _load(args.file)
-    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
-    progress = None
-    try:
-        runner, progress = _runner(exp, digest, args.plain, args.context)
-        done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
-                       seed=exp.study.seed, extra=args.extra)
-        _capture(exp, studies, runner)
-    finally:
-        if isinstance(progress, RichProgress):
-            progress.stop()
-    print(f"{done} confirmation trials completed")
-    print(_verdict_text(exp, studies))
-    return ExitCode.OK
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    exp, _ = _load(args.file)
-    written, verdict = _report(exp, args.storage, Path(args.out) if args.out else None)
-    for path in written:
-        print(f"wrote {path}")
-    print(verdict)
-    return ExitCode.OK
-
-
-def _report(exp: Experiment, storage: str | None, out: Path | None) -> tuple[list[Path], str]:
-    """Write the report (with the night-by-night section): the files, and the verdict line."""
-    from autotune.report import build_report, history, write_report
-    from autotune.study import storage as st
-
-    url = st.storage_url(exp, storage)
-    studies = st.open_existing(exp, url)
-    report = build_report(exp, studies)
-    out = out or st.results_dir(exp)
-    written = write_report(report, out, studies)
-    nights = history.load(exp, url)
-    if nights:  # the report's "Night by night" section, with its plot and data next to it
-        written += history.write(nights, out)
-        with (out / "report.md").open("a") as f:
-            f.write("\n" + history.markdown(nights))
-    return written, f"verdict: {report.verdict.upper()} - {report.reason}"
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from autotune.report import build_report, export
-    from autotune.report.export import write_to
-    from autotune.study import storage as st
-
-    if args.write_to is not None and args.force:
-        print("export: --write-to promotes adopted recommendations only; it does not take "
-              "--force", file=sys.stderr)
-        return ExitCode.USAGE
-    exp, _ = _load(args.file)
-    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
-    text, code = export(build_report(exp, studies), args.format, force=args.force)
-    if code != 0 or args.write_to is None:
-        print(text, file=sys.stdout if code == 0 else sys.stderr)
-        return ExitCode(code)  # 1 (CONFIG) when nothing is exported: not ADOPT, no candidate
-    path, written = write_to(Path(args.write_to), exp.name, args.format, text,
-                             overwrite=args.overwrite)
-    print(f"wrote {path}" if written else f"unchanged {path} (same variables)")
-    return ExitCode.OK
-
-
-def cmd_history(args: argparse.Namespace) -> int:
-    exp, _ = _load(args.file)
-    return _history(exp, args.storage, Path(args.out) if args.out else None, as_json=args.json)
-
-
-def _history(exp: Experiment, storage: str | None, out: Path | None, *, as_json: bool) -> int:
-    from autotune.report import history
-    from autotune.study import storage as st
-
-    nights = history.load(exp, st.storage_url(exp, storage))
-    written = history.write(nights, out or st.results_dir(exp))
-    print(history.to_json(nights) if as_json else history.text(nights), end="" if as_json
-          else "\n")
-    for path in written:
-        print(f"wrote {path}", file=sys.stderr)
-    return ExitCode.OK
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    from autotune.study import storage as st
-    from autotune.study.status import status_data, status_text
-
-    exp, _ = _load(args.file)
-    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
-    data = status_data(exp, studies)
-    print(json.dumps(data, indent=2, default=str) if args.json else status_text(data))
-    return ExitCode.OK
-
-
-def cmd_cleanup(args: argparse.Namespace) -> int:
-    from autotune.backends import build
-    from autotune.clock import SystemClock
-    from autotune.study import storage as st
-
-    if args.file is None and args.namespace is None:
-        print("cleanup: give an experiment file, or --namespace", file=sys.stderr)
-        return ExitCode.USAGE
-    done: list[str] = []
-    if args.namespace is not None:
-        from autotune.platforms.kubernetes import stack as cluster
-
-        done += cluster.cleanup_namespace(args.namespace, context=args.context,
-                                          kubeconfig=args.kubeconfig, force=args.force)
-    if args.file is not None:
-        exp, _ = _load(args.file)
-        backends = build(exp, st.results_dir(exp), SystemClock(), context=args.context,
-                         preflight=False)
-        try:
-            # The target first: on a cluster it takes the run Lease (a live run keeps its stress)
-            done += backends.target.cleanup() + backends.injector.cleanup()
-        finally:
-            backends.target.restore()  # nothing applied: only lets go (the run Lease)
-            backends.source.close()
-    for line in done:
-        print(f"removed: {line}")
-    if not done:
-        print("nothing to clean up")
-    return ExitCode.OK
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from autotune import doctor
-
-    exp = _load(args.file)[0] if args.file else None
-    checks = doctor.run(exp, context=args.context)
-    for c in checks:
-        print(f"[{'ok' if c.ok else 'MISSING'}] {c.name}: {c.detail}")
-        if not c.ok and c.fix:
-            print(f"      fix: {c.fix}")
-    return ExitCode.OK if all(c.ok for c in checks) else ExitCode.CONFIG
-
-
-def cmd_nightly(args: argparse.Namespace) -> int:
-    """What the CronJob's shell script did in four processes, in one: as PID 1 of the pod's
-    container it is the process the kubelet's SIGTERM reaches, and its handlers cover every
-    step and the moments between them."""
-    promote_dir = args.promote_dir or os.environ.get(PROMOTE_DIR_VAR) or None
-    fmt = args.promote_format or os.environ.get(PROMOTE_FORMAT_VAR) or "kustomize"
-    if fmt not in EXPORT_FORMATS:
-        print(f"nightly: ${PROMOTE_FORMAT_VAR} is {fmt!r}, not one of "
-              f"{', '.join(EXPORT_FORMATS)}", file=sys.stderr)
-        return ExitCode.USAGE
-    exp, digest = _load(args.file)
-    code = _guarded(lambda: _run(exp, digest, args))
-    # Only a night that ran to its end promotes: a drifted or failed one has nothing to say.
-    if code == ExitCode.OK and promote_dir is not None:
-        code = _guarded(lambda: _promote(exp, args.storage, fmt, Path(promote_dir)))
-    # The report and the history after every night, a failed one too: they show what happened.
-    for step in (lambda: _report_line(exp, args.storage),
-                 lambda: _history(exp, args.storage, None, as_json=False)):
-        done = _guarded(step)
-        if code == ExitCode.OK:
-            code = done
-    return code
-
-
-def _promote(exp: Experiment, storage: str | None, fmt: str, directory: Path) -> int:
-    """``export --write-to DIR`` for the nightly: a verdict other than ADOPT is no failure."""
-    from autotune.report import build_report, export
-    from autotune.report.export import write_to
-    from autotune.study import storage as st
-
-    studies = st.open_existing(exp, st.storage_url(exp, storage))
-    text, code = export(build_report(exp, studies), fmt)
-    if code != 0:
-        print(f"promote: {text}")
-        return ExitCode.OK
-    path, written = write_to(directory, exp.name, fmt, text)
-    print(f"wrote {path}" if written else f"unchanged {path} (same variables)")
-    return ExitCode.OK
-
-
-def _report_line(exp: Experiment, storage: str | None) -> int:
-    written, _ = _report(exp, storage, None)  # the verdict was printed by the run
-    if written:
-        print(f"report: {written[0]} (and {len(written) - 1} more files next to it)")
-    return ExitCode.OK
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "run": cmd_run,
-    "nightly": cmd_nightly,
-    "validate": cmd_validate,
-    "schema": cmd_schema,
-    "status": cmd_status,
-    "cleanup": cmd_cleanup,
-    "doctor": cmd_doctor,
-    "confirm": cmd_confirm,
-    "report": cmd_report,
-    "export": cmd_export,
-    "history": cmd_history,
+COMMANDS: dict[str, str] = {
+    name: f"autotune.commands.{name}"
+    for name in ("run", "nightly", "validate", "schema", "status", "cleanup", "doctor",
+                 "confirm", "report", "export", "history")
 }
+"""Each command's module (its ``main(args) -> int``), imported when the command is run."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -562,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
             logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                                 handlers=[handler])
-            return _guarded(lambda: COMMANDS[args.command](args))
+            outcome = importlib.import_module("autotune.commands.outcome")
+            return ExitCode(outcome.guarded(
+                lambda: importlib.import_module(COMMANDS[args.command]).main(args)))
         except (Interrupted, KeyboardInterrupt) as e:
             name = getattr(e, "signame", "SIGINT")
             if command in CHANGES_THINGS:
@@ -571,49 +242,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 print(f"interrupted ({name})", file=sys.stderr)
             return ExitCode.INTERRUPTED
-
-
-def _guarded(step: Callable[[], int]) -> ExitCode:
-    """Run a command (or one step of ``nightly``): an exception becomes a message and its exit
-    code. Interrupts are not caught here: they end the whole command."""
-    try:
-        return ExitCode(step())
-    except ExperimentError as e:
-        where = f"{e.source}: " if e.source else ""
-        print(f"{where}invalid experiment:", file=sys.stderr)
-        for problem in e.problems:
-            print(f"  {problem}", file=sys.stderr)
-        return e.exit_code
-    except AutotuneError as e:
-        problems = getattr(e, "problems", None) or [str(e)]
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return e.exit_code
-    except Exception as e:
-        failure = _storage_failure(e)
-        if failure is not None:
-            print(f"error: the study storage failed: {failure}; the trials completed so far are "
-                  "kept: run the same command again once it is fixed", file=sys.stderr)
-            return ExitCode.CONFIG
-        log.exception("internal error (a bug in autotune; please report it with this trace)")
-        return ExitCode.INTERNAL
-
-
-def _storage_failure(e: BaseException) -> str | None:
-    """The database's own words if ``e`` came from the study storage (locked, disk full):
-    Optuna's RDB storage talks to every database through SQLAlchemy, which wraps the driver's
-    error (sqlite3, psycopg2) in one of its own."""
-    import sqlite3
-
-    from sqlalchemy.exc import SQLAlchemyError
-
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, SQLAlchemyError | sqlite3.Error):
-            return redaction.scrub(
-                str(getattr(seen, "orig", None) or seen).strip().splitlines()[0])
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 if __name__ == "__main__":

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from autotune.errors import AutotuneError
 from autotune.experiment.models import Experiment
+from autotune.platforms.kubernetes import stack as cluster
+from autotune.platforms.local.doctor import local_checks
 from autotune.readiness import Check
 
 
 def cluster_checks(exp: Experiment, context: str | None = None) -> list[Check]:
-    from autotune.platforms.kubernetes import stack as cluster
-
     try:
         problems = cluster.validate_cluster(exp, context=context)
     except AutotuneError as e:
@@ -24,8 +24,6 @@ def run(exp: Experiment | None, context: str | None = None) -> list[Check]:
         return cluster_checks(exp, context)
     if exp is not None and exp.target.simulated is not None:
         return [Check("simulated target", True, "needs nothing beyond autotune itself")]
-    from autotune.platforms.local.doctor import local_checks
-
     checks = local_checks()
     if exp is not None and exp.prometheus.url is not None:
         checks = [c for c in checks if c.name != "prometheus"]

@@ -3,6 +3,7 @@ trials record them as reasons."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from enum import IntEnum
 from typing import ClassVar
@@ -38,8 +39,6 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
 
 def exit_codes_text(width: int = 95) -> str:
     """The table for --help: each code and its meaning, wrapped under the meaning."""
-    import textwrap
-
     return "\n".join(textwrap.fill(EXIT_CODE_MEANINGS[code], width,
                                    initial_indent=f"  {int(code):<4d}", subsequent_indent=" " * 6)
                      for code in ExitCode)

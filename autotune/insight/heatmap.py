@@ -33,8 +33,6 @@ INF_TEXT = "+Inf"
 # ``increase()`` returns fractional counts; three decimals keep a stored heat compact without
 # losing anything a plot or a quantile could show.
 _DECIMALS = 3
-# Relative slack when comparing a cumulative count with a rank: the counts are sums of floats.
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -63,11 +61,6 @@ class Heat:
             raise ValueError(f"step must be > 0, got {self.step}")
 
     @property
-    def totals(self) -> tuple[float, ...]:
-        """Observations per step."""
-        return tuple(sum(row) for row in self.counts)
-
-    @property
     def shares(self) -> tuple[tuple[float | None, ...], ...]:
         """Each row divided by its sum; a step without observations has no distribution, so its
         row is all ``None`` (zeros would claim every bucket was measured empty)."""
@@ -78,33 +71,6 @@ class Heat:
                 out.append(tuple(c / total for c in row))
             else:
                 out.append((None,) * len(row))
-        return tuple(out)
-
-    def quantile_over_time(self, q: float) -> tuple[float | None, ...]:
-        """Per step, the upper edge of the bucket in which the ``q`` quantile falls (``math.inf``
-        when it is above the last finite edge); ``None`` for a step without observations.
-
-        An upper edge rather than an interpolation: it is a bound the data proves (at least a
-        fraction ``q`` of the observations were at or below it), where interpolating inside a
-        bucket would assume a shape the histogram does not have."""
-        if not 0 <= q <= 1:
-            raise ValueError(f"quantile must be within [0, 1], got {q}")
-        out: list[float | None] = []
-        for row in self.counts:
-            total = sum(row)
-            if total <= 0:
-                out.append(None)
-                continue
-            rank = q * total
-            cumulative = 0.0
-            found: float | None = None
-            for edge, count in zip(self.edges, row, strict=True):
-                cumulative += count
-                # ``cumulative > 0`` so that q=0 names the first bucket that holds anything
-                if cumulative > 0 and cumulative >= rank * (1 - _EPS):
-                    found = edge
-                    break
-            out.append(found if found is not None else self.edges[-1])
         return tuple(out)
 
     def to_json(self) -> dict[str, Any]:

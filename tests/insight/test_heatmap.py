@@ -33,7 +33,7 @@ def test_cumulative_buckets_become_counts_per_bucket_sorted_by_bound() -> None:
     assert heat.t == (5.0, 10.0)
     assert heat.counts == ((5, 4, 0, 1), (0, 0, 4, 0))
     assert heat.step == 5
-    assert heat.totals == (10, 4)
+    assert tuple(sum(row) for row in heat.counts) == (10, 4)
     assert heat.shares[0] == (0.5, 0.4, 0.0, 0.1)
 
 
@@ -73,14 +73,11 @@ def test_an_inf_only_histogram_has_one_bucket() -> None:
     assert heat.edges == (math.inf,)
     assert heat.counts == ((7,), (0,))
     assert heat.shares == ((1.0,), (None,))
-    assert heat.quantile_over_time(0.99) == (math.inf, None)
 
 
 def test_observations_above_the_last_finite_bound_sit_in_the_inf_bucket() -> None:
     heat = from_range(_result({"0.1": [1], "+Inf": [5]}, [5]), start=T0)
     assert heat.counts == ((1, 4),)
-    assert heat.quantile_over_time(0.5) == (math.inf,)
-    assert heat.quantile_over_time(0.2) == (0.1,)
 
 
 def test_counter_reset_noise_never_makes_a_negative_count() -> None:
@@ -96,11 +93,10 @@ def test_counter_reset_noise_never_makes_a_negative_count() -> None:
     assert sum(counts) == pytest.approx(12.0)
 
 
-def test_an_all_empty_row_has_no_shares_and_no_quantile() -> None:
+def test_an_all_empty_row_has_no_shares() -> None:
     heat = from_range(_result({"0.01": [0, 3], "+Inf": [0, 4]}, [5, 10]), start=T0)
     assert heat.counts[0] == (0, 0)
     assert heat.shares == ((None, None), (0.75, 0.25))
-    assert heat.quantile_over_time(0.5) == (None, 0.01)
 
 
 def test_same_bound_spelled_twice_is_added() -> None:
@@ -114,7 +110,6 @@ def test_empty_result_is_an_empty_heat() -> None:
     heat = from_range([], start=T0)
     assert heat == Heat((), (), ())
     assert heat.shares == ()
-    assert heat.quantile_over_time(0.99) == ()
 
 
 @pytest.mark.parametrize("result", [
@@ -126,20 +121,6 @@ def test_empty_result_is_an_empty_heat() -> None:
 def test_not_a_histogram_is_a_metrics_error(result: list[dict[str, Any]]) -> None:
     with pytest.raises(MetricsError, match=r"histogram|point"):
         from_range(result)
-
-
-def test_quantile_is_the_upper_bound_of_the_bucket_reached() -> None:
-    heat = Heat((5.0,), (0.001, 0.01, 0.1, math.inf), ((90.0, 9.0, 1.0, 0.0),))
-    assert heat.quantile_over_time(0.5) == (0.001,)
-    assert heat.quantile_over_time(0.9) == (0.001,)  # exactly 90% at or below 1 ms
-    assert heat.quantile_over_time(0.95) == (0.01,)
-    assert heat.quantile_over_time(0.99) == (0.01,)
-    assert heat.quantile_over_time(1.0) == (0.1,)
-    # q=0: the lowest bucket holding anything, not an empty one below it
-    low_empty = Heat((5.0,), (0.001, 0.01, math.inf), ((0.0, 3.0, 0.0),))
-    assert low_empty.quantile_over_time(0.0) == (0.01,)
-    with pytest.raises(ValueError):
-        heat.quantile_over_time(1.5)
 
 
 def test_json_round_trip_has_no_infinity_and_is_compact() -> None:
@@ -195,11 +176,14 @@ def test_merge_coarse_keeps_real_edges_and_every_observation() -> None:
     assert edges[50] in coarse.edges and edges[19] in coarse.edges
     occupied = [e for e in coarse.edges if edges[19] <= e <= edges[50]]
     assert len(occupied) >= 20
-    # every observation stays at or below its own bound: quantiles can only move up to a
-    # coarser edge, never down
-    for q in (0.1, 0.5, 0.9, 1.0):
-        fine_q, coarse_q = heat.quantile_over_time(q)[0], coarse.quantile_over_time(q)[0]
-        assert fine_q is not None and coarse_q is not None and coarse_q >= fine_q
+    # every observation stays at or below its own bound: at each coarse edge, as many
+    # observations are at or below it as in the fine histogram (merging only moves them up to
+    # a coarser edge, never down)
+    for e in coarse.edges:
+        fine_below = sum(c for edge, c in zip(edges, heat.counts[0], strict=True) if edge <= e)
+        coarse_below = sum(c for edge, c in zip(coarse.edges, coarse.counts[0], strict=True)
+                           if edge <= e)
+        assert coarse_below == pytest.approx(fine_below)
 
 
 def test_merge_coarse_leaves_a_small_histogram_alone() -> None:

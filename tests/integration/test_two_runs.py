@@ -32,7 +32,9 @@ def _experiment(tmp: Path) -> Path:
     doc["baseline"]["repeats"] = 1
     # Other processes on a busy CI host are not what this test is about.
     doc["measure"] = {"warmup": "1s", "window": "4s", "noise_guard": {"enabled": False}}
-    doc["study"] = {"trials": 1, "sampler": "random", "seed": 5}
+    # Three search trials: the first run is still going while the second and the cleanup are
+    # refused (each a Python start of a few seconds, many more on a loaded host).
+    doc["study"] = {"trials": 3, "sampler": "random", "seed": 5}
     path = tmp / "exp.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -85,18 +87,19 @@ def test_a_second_local_run_refuses_and_the_first_is_undisturbed(tmp_path: Path)
         cleanup = _cli(tmp_path, "cleanup", str(exp))
         assert cleanup.returncode == 1, cleanup.stdout + cleanup.stderr
         assert f"pid {first.pid}" in cleanup.stderr and "removed" not in cleanup.stdout
-        # Everything running is the first run's.
-        assert {e["owner"] for e in _registry(tmp_path)} == {first.pid}
-        assert _our_cgroups() == [f"autotune-{NAME}-{first.pid}"]
+        # Everything running is the first run's: nothing of the refused commands got in (on a
+        # host loaded enough, the first run may have finished by now and left nothing).
+        assert {e["owner"] for e in _registry(tmp_path)} <= {first.pid}
+        assert set(_our_cgroups()) <= {f"autotune-{NAME}-{first.pid}"}
         out, _ = first.communicate(timeout=300)
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGTERM)
             first.communicate(timeout=60)
     assert first.returncode == 0, out
-    assert "1 search trials complete" in out or "1 search trial complete" in out, out
+    assert "3 search trials complete" in out, out
     journal = [json.loads(x) for x in
                (tmp_path / "results" / NAME / "trials.jsonl").read_text().splitlines()]
-    assert [r["kind"] for r in journal] == ["baseline", "search"], journal
+    assert [r["kind"] for r in journal] == ["baseline", "search", "search", "search"], journal
     assert all(r["state"] == "COMPLETE" for r in journal), [r.get("failure") for r in journal]
     assert _registry(tmp_path) == [] and _our_cgroups() == []

@@ -12,7 +12,7 @@ import pytest
 from autotune.advice import advise, gomaxprocs_warnings
 from autotune.experiment import parse_experiment
 from autotune.metrics.buckets import CLIENT_GOLANG_SECONDS_LE, bucket_around, rebucket
-from autotune.platforms.local.gobuild import _env, find_go
+from autotune.platforms.local.gobuild import find_go, go_env
 
 CLUSTER = """
 name: advice
@@ -102,7 +102,7 @@ func main() {
 def test_the_table_is_what_client_golang_makes_of_the_runtime_buckets(tmp_path: Path) -> None:
     (tmp_path / "go.mod").write_text("module buckets\n\ngo 1.21\n")
     (tmp_path / "main.go").write_text(PROGRAM)
-    out = subprocess.run([find_go(), "run", "."], cwd=tmp_path, env=_env(), text=True,
+    out = subprocess.run([find_go(), "run", "."], cwd=tmp_path, env=go_env(), text=True,
                          capture_output=True, timeout=300, check=True).stdout
     for line in out.strip().splitlines():
         boundaries = [float(x.replace("Inf", "inf")) for x in line.split()]

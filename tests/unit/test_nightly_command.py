@@ -13,25 +13,18 @@ import pytest
 import yaml
 
 from autotune import cli
+from autotune.commands import (
+    PROMOTE_DIR_VAR,
+    PROMOTE_FORMAT_VAR,
+    export,
+    history,
+    report,
+    session,
+)
 from autotune.errors import ExitCode, StudyError, TargetError
+from tests.support.nightly import nightly_experiment
 
-EXPERIMENT: dict[str, Any] = {
-    "name": "nightly",
-    "target": {"simulated": {"optimum": {"GOMAXPROCS": 2, "gc": 2000},
-                             "unset": {"GOMAXPROCS": 8, "gc": 0},
-                             "noise": 0.02, "state_file": "world.json"}},
-    "parameters": [
-        {"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4, 8, 16]},
-        {"name": "gc", "env": "FORCEGC_INTERVAL_MS", "type": "int",
-         "values": [0, 500, 2000, 10000]},
-    ],
-    "baseline": {"repeats": 2, "params": {"GOMAXPROCS": None, "gc": 0}},
-    "chaos": {"stress": {"workers": 2, "load": 50}},
-    "measure": {"warmup": "20ms", "window": "60ms"},
-    "metrics": {"p99": "surface"},
-    "objective": {"minimize": "p99"},
-    "study": {"trials": 3, "sampler": "tpe", "seed": 5},
-}
+EXPERIMENT = nightly_experiment(repeats=2, trials=3)
 SHORT = ["--plain", "--top", "1", "--repeats", "2", "--extra", "0"]
 
 
@@ -39,7 +32,7 @@ SHORT = ["--plain", "--top", "1", "--repeats", "2", "--extra", "0"]
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "api.yaml").write_text(yaml.safe_dump(EXPERIMENT))
     monkeypatch.chdir(tmp_path)
-    for var in ("AUTOTUNE_STORAGE", cli.PROMOTE_DIR_VAR, cli.PROMOTE_FORMAT_VAR):
+    for var in ("AUTOTUNE_STORAGE", PROMOTE_DIR_VAR, PROMOTE_FORMAT_VAR):
         monkeypatch.delenv(var, raising=False)
     return tmp_path
 
@@ -48,8 +41,8 @@ def test_a_night_runs_promotes_on_adopt_reports_and_records(
         workdir: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     # The directory and format as the CronJob passes them: its env.
-    monkeypatch.setenv(cli.PROMOTE_DIR_VAR, str(workdir / "promote"))
-    monkeypatch.setenv(cli.PROMOTE_FORMAT_VAR, "env")
+    monkeypatch.setenv(PROMOTE_DIR_VAR, str(workdir / "promote"))
+    monkeypatch.setenv(PROMOTE_FORMAT_VAR, "env")
     assert cli.main(["nightly", "api.yaml", "--fail-on-drift", *SHORT]) == 0
     out = capsys.readouterr().out
     assert "verdict: ADOPT" in out, out
@@ -77,7 +70,7 @@ def test_a_night_without_adopt_promotes_nothing_and_is_no_failure(
 def test_an_unknown_promote_format_in_the_environment_is_a_usage_error(
         workdir: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(cli.PROMOTE_FORMAT_VAR, "yaml")
+    monkeypatch.setenv(PROMOTE_FORMAT_VAR, "yaml")
     assert cli.main(["nightly", "api.yaml", "--plain"]) == ExitCode.USAGE
     assert "$AUTOTUNE_PROMOTE_FORMAT is 'yaml'" in capsys.readouterr().err
     assert not (workdir / "results").exists(), "nothing ran"
@@ -91,10 +84,10 @@ class Steps:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, **outcomes: Any) -> None:
         self.calls: list[str] = []
         self.outcomes = outcomes
-        monkeypatch.setattr(cli, "_run", lambda exp, digest, args: self._do("run"))
-        monkeypatch.setattr(cli, "_promote", lambda exp, storage, fmt, d: self._do("promote"))
-        monkeypatch.setattr(cli, "_report_line", lambda exp, storage: self._do("report"))
-        monkeypatch.setattr(cli, "_history", lambda exp, storage, out, as_json: self._do(
+        monkeypatch.setattr(session, "study_run", lambda exp, digest, args: self._do("run"))
+        monkeypatch.setattr(export, "promote", lambda exp, storage, fmt, d: self._do("promote"))
+        monkeypatch.setattr(report, "report_line", lambda exp, storage: self._do("report"))
+        monkeypatch.setattr(history, "show", lambda exp, storage, out, as_json: self._do(
             "history"))
 
     def _do(self, step: str) -> int:
@@ -137,15 +130,16 @@ def test_no_promote_directory_no_promotion(workdir: Path, monkeypatch: pytest.Mo
 SIGTERM_IN_REPORT = """
 import os, signal, sys
 from autotune import cli
+from autotune.commands import history, report, session
 
 def report_line(exp, storage):
     os.kill(os.getpid(), signal.SIGTERM)
     print("report went on after SIGTERM")
     return 0
 
-cli._run = lambda exp, digest, args: 0
-cli._report_line = report_line
-cli._history = lambda *args, **kwargs: print("history ran") or 0
+session.study_run = lambda exp, digest, args: 0
+report.report_line = report_line
+history.show = lambda *args, **kwargs: print("history ran") or 0
 sys.exit(cli.main(["nightly", "api.yaml", "--plain"]))
 """
 

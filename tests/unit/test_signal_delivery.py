@@ -21,13 +21,14 @@ def _python(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 SIGTERM_IN_STATUS = """
 import os, signal, sys
 from autotune import cli
+from autotune.commands import status as command
 
 def status(args):
     os.kill(os.getpid(), signal.SIGTERM)
     print("status went on after SIGTERM")
     return 0
 
-cli.COMMANDS["status"] = status
+command.main = status
 sys.exit(cli.main(["status", "exp.yaml"]))
 """
 

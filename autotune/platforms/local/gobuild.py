@@ -43,14 +43,14 @@ def find_go() -> str:
 
 
 def go_version(go: str) -> tuple[int, int, str]:
-    code, out = proc.run([go, "version"], env=_env(), timeout=60)
+    code, out = proc.run([go, "version"], env=go_env(), timeout=60)
     match = re.search(r"go(\d+)\.(\d+)(\.\d+)?", out)
     if code != 0 or not match:
         raise PrerequisiteError(f"{go} version failed: {out.strip()}")
     return int(match.group(1)), int(match.group(2)), match.group(0)
 
 
-def _env() -> dict[str, str]:
+def go_env() -> dict[str, str]:
     # What a tool of ours gets (redaction.tool_env: no storage URL, no token variable, whatever
     # it is called) plus the Go toolchain's own settings (GOROOT, GOENV, ...).
     env = redaction.tool_env()
@@ -89,7 +89,7 @@ def build(name: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     code, log = proc.run([go, "build", "-trimpath", "-o", str(tmp), f"./cmd/{name}"],
-                         env=_env(), cwd=WORKLOADS)
+                         env=go_env(), cwd=WORKLOADS)
     if code != 0:
         raise PrerequisiteError(f"building {name} with {version} failed:\n{log.strip()}")
     os.replace(tmp, out)

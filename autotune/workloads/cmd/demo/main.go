@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"autotune/workloads/internal/forcegc"
+	"autotune/workloads/internal/loopback"
 	"autotune/workloads/internal/prom"
 	"autotune/workloads/internal/shutdown"
 )
@@ -378,24 +379,6 @@ func (s *server) routes() *http.ServeMux {
 	return mux
 }
 
-func checkLoopback(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("bad port %q", port)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("refusing to listen on %q: only loopback addresses (127.0.0.0/8, ::1, localhost) are allowed", host)
-	}
-	return nil
-}
-
 func main() {
 	addr := flag.String("addr", "", "listen address, loopback only, e.g. 127.0.0.1:8080 (required)")
 	flag.Parse()
@@ -406,7 +389,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := checkLoopback(*addr); err != nil {
+	if err := loopback.CheckListen(*addr); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(2)
 	}

@@ -35,19 +35,6 @@ func TestMergeRuntimeHistogram(t *testing.T) {
 	}
 }
 
-func TestCheckLoopback(t *testing.T) {
-	for _, ok := range []string{"127.0.0.1:80", "localhost:1", "[::1]:8080", "127.0.0.2:9"} {
-		if err := checkLoopback(ok); err != nil {
-			t.Errorf("%s: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"0.0.0.0:80", ":80", "10.0.0.1:80", "example.com:80", "127.0.0.1"} {
-		if checkLoopback(bad) == nil {
-			t.Errorf("%s accepted", bad)
-		}
-	}
-}
-
 func TestMetricsExposition(t *testing.T) {
 	s := &server{latency: prom.NewHistogram(prom.RenardBounds(-4, 1)), runtime: newRuntimeCollector(), workIters: 10}
 	s.heap.Store(buildLiveHeap(1))

@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"autotune/workloads/internal/loopback"
 	"autotune/workloads/internal/prom"
 	"autotune/workloads/internal/shutdown"
 )
@@ -105,14 +106,6 @@ func readRequestFile(path string, headers *headerList, body *string) error {
 	return nil
 }
 
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 func checkTarget(raw string, inCluster bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -124,7 +117,7 @@ func checkTarget(raw string, inCluster bool) (*url.URL, error) {
 	if u.Hostname() == "" {
 		return nil, fmt.Errorf("target %q: no host", raw)
 	}
-	if !inCluster && !isLoopbackHost(u.Hostname()) {
+	if !inCluster && !loopback.Host(u.Hostname()) {
 		return nil, fmt.Errorf("target %q: only loopback hosts (127.0.0.0/8, localhost, [::1]) are allowed", raw)
 	}
 	if u.User != nil {
@@ -141,7 +134,7 @@ func checkListen(addr string, inCluster bool) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("bad port %q", port)
 	}
-	if !inCluster && !isLoopbackHost(host) {
+	if !inCluster && !loopback.Host(host) {
 		return fmt.Errorf("refusing to listen on %q: loopback only", host)
 	}
 	return nil

@@ -1,0 +1,30 @@
+"""``autotune confirm``: re-measure the top candidates and the baseline, interleaved and
+shuffled, and give the verdict."""
+
+from __future__ import annotations
+
+import argparse
+
+from autotune.commands import session
+from autotune.errors import ExitCode
+from autotune.progress import RichProgress
+from autotune.study import storage as st
+from autotune.study.confirm import confirm
+from autotune.study.loop import Progress
+
+
+def main(args: argparse.Namespace) -> int:
+    exp, digest = session.load(args.file)
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    progress: Progress | None = None
+    try:
+        runner, progress = session.runner(exp, digest, args.plain, args.context)
+        done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
+                       seed=exp.study.seed, extra=args.extra)
+        session.capture(exp, studies, runner)
+    finally:
+        if isinstance(progress, RichProgress):
+            progress.stop()
+    print(f"{done} confirmation trials completed")
+    print(session.verdict_text(exp, studies))
+    return ExitCode.OK

@@ -1,0 +1,90 @@
+"""What the commands that run trials share: the experiment loaded, the study runner with its
+backends and progress display, the captures, and the study run itself (``run`` and
+``nightly``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autotune.backends import build
+from autotune.clock import SystemClock
+from autotune.errors import ExitCode, StudyError
+from autotune.experiment import Experiment, load_experiment
+from autotune.progress import PlainProgress, RichProgress
+from autotune.report import build_report, history
+from autotune.study import nightly
+from autotune.study import storage as st
+from autotune.study.journal import Journal
+from autotune.study.loop import Progress, StudyRunner
+from autotune.study.profiles import capture_pair
+from autotune.study.status import run_text, status_data
+
+
+def load(path: str) -> tuple[Experiment, str]:
+    """The experiment of ``path`` and its digest."""
+    return load_experiment(path)
+
+
+def runner(exp: Experiment, digest: str, plain: bool,
+           context: str | None = None) -> tuple[StudyRunner, Progress]:
+    """The study runner with this experiment's backends, and its progress display."""
+    results = st.results_dir(exp)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StudyError(f"cannot create the results directory {results}: "
+                         f"{e.strerror or e}") from None
+    clock = SystemClock()
+    progress: Progress = (RichProgress() if sys.stderr.isatty() and not plain
+                          else PlainProgress())
+    backends = build(exp, results, clock, context=context)
+    study_runner = StudyRunner(exp, backends, clock=clock, progress=progress,
+                               journal=Journal(results / "trials.jsonl"), experiment_hash=digest)
+    return study_runner, progress
+
+
+def verdict_text(exp: Experiment, studies: st.Studies) -> str:
+    report = build_report(exp, studies)
+    return f"verdict: {report.verdict.upper()} - {report.reason}"
+
+
+def capture(exp: Experiment, studies: st.Studies, study_runner: StudyRunner) -> None:
+    """``measure.capture``: a trace and a CPU profile of the baseline and the recommendation."""
+    if not exp.measure.capture:
+        return
+    report = build_report(exp, studies)
+    chosen = next((c for c in report.candidates if c.id == report.recommendation), None)
+    done = capture_pair(exp, studies, study_runner.backends, study_runner.clock,
+                        chosen.settings if chosen is not None else None)
+    for c in done:
+        for f in c.get("files") or ():
+            print(f"captured {c['name']} {f['kind']}: {f['open_with']}")
+        if c.get("failure"):
+            print(f"capture of {c['name']} failed: {c['failure']}", file=sys.stderr)
+
+
+def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
+    """Run (or resume) the study: search, confirmation, drift check; print the outcome."""
+    options = nightly.NightOptions(
+        budget=args.trials or exp.study.trials, new_study=args.new_study,
+        confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra)
+    progress: Progress | None = None
+    try:
+        study_runner, progress = runner(exp, digest, args.plain, args.context)
+        night = nightly.run_night(exp, st.storage_url(exp, args.storage), study_runner, options,
+                                  history.verdict_record)
+        if night.confirmed:
+            capture(exp, night.studies, study_runner)
+    finally:
+        if isinstance(progress, RichProgress):
+            progress.stop()
+    print(run_text(night.result, status_data(exp, night.studies), str(st.results_dir(exp))))
+    if night.confirmed:
+        print(f"verdict: {night.verdict['verdict'].upper()} - {night.verdict['reason']}")
+    else:
+        print("no confirmation runs: `autotune confirm` re-measures the top candidates")
+    for line in night.lines():
+        print(line)
+    return (ExitCode.DRIFT if args.fail_on_drift and night.drift.status == "drifted"
+            else ExitCode.OK)

@@ -1,0 +1,37 @@
+"""``autotune validate``: check an experiment file (and, asked, the cluster and the metrics);
+start nothing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autotune.advice import advise
+from autotune.commands import session
+from autotune.errors import ExitCode
+from autotune.platforms.kubernetes import stack as cluster
+
+
+def main(args: argparse.Namespace) -> int:
+    exp, _ = session.load(args.file)
+    print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
+          f"{exp.study.trials} trials)")
+    for warning in advise(exp):
+        print(f"  warning: {warning}", file=sys.stderr)
+    if not (args.cluster or args.live):
+        return ExitCode.OK
+    if exp.target.kubernetes is None and args.cluster:
+        print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
+        return ExitCode.USAGE
+    warnings: list[str] = []
+    problems = (cluster.validate_cluster(exp, context=args.context, warnings=warnings)
+                if args.cluster else [])
+    if args.live:
+        problems += cluster.validate_live(exp, context=args.context)
+    for warning in warnings:
+        print(f"  warning: {warning}", file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    checked = " and ".join(x for x, on in (("cluster", args.cluster), ("metrics", args.live)) if on)
+    print(f"{checked}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+    return ExitCode.OK if not problems else ExitCode.CONFIG

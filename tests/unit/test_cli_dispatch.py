@@ -1,0 +1,29 @@
+"""The CLI only parses and dispatches (issue 17): every command of the parser has a module in
+autotune.commands with ``main(args)``, and importing autotune.cli loads none of them (nor the
+heavy libraries they need), so the signal handlers are in place before any of that runs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+from autotune.cli import COMMANDS, build_parser
+
+
+def test_every_command_of_the_parser_has_a_module_with_main() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(COMMANDS)
+    for name, module in COMMANDS.items():
+        assert callable(importlib.import_module(module).main), name
+
+
+def test_importing_the_cli_loads_no_command_and_no_heavy_library() -> None:
+    code = ("import sys, autotune.cli; "
+            "print(sorted(m for m in sys.modules if m.startswith(('autotune.commands.', "
+            "'optuna', 'kubernetes', 'pydantic', 'matplotlib'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
