@@ -27,23 +27,10 @@ CHANGES_THINGS = frozenset({"run", "confirm", "cleanup", "nightly"})
 """Commands that inject stress or configure a target: an interrupt of them undoes something."""
 
 DESCRIPTION = """\
-Find the Go runtime settings (GOMAXPROCS, GOGC, GOMEMLIMIT, a forced-GC interval, ...) that
-keep a service's latency low under CPU contention: every trial applies a candidate, injects CPU
-stress (Chaos Mesh StressChaos in a cluster, stress-ng in the service's cgroup locally), measures
-a window from Prometheus under the same load (autotune's open-loop generator: a process locally,
-optionally a pod in a cluster) and removes the stress again. Results persist in an Optuna study;
-re-running a command resumes it. A study starts from your own candidates (study.enqueue), a
-Go-aware prior (GOMAXPROCS at the CPU limit, GOGC raised) and a space-filling design, never
-measures a configuration twice, and ends with interleaved confirmation rounds that go on while
-the best candidate is not separated from the runner-up or the baseline. Each trial also
-records what happened inside the Go scheduler (scheduling-latency and GC-pause heat maps, CPU
-classes, CFS throttling; with measure.schedtrace the run queues and an overflow detector, read
-from the service's stderr locally or the pods' logs in a cluster), and the report explains the
-verdict from those figures; measure.capture adds a runtime trace and CPU profile of the baseline
-and the recommendation under stress (in a cluster through the pod proxy). Run nightly, a study
-continues while the environment's fingerprint is unchanged, starts a warm-started one when it
-changes, re-checks the last recommendation against production (--fail-on-drift) and keeps a
-history.
+Find the Go runtime settings (GOMAXPROCS, GOGC, GOMEMLIMIT, a forced-GC interval) that keep a
+service's latency low under CPU stress: each trial applies a candidate, injects stress, measures
+from Prometheus and undoes both; the best candidates are re-measured against the current
+settings before a verdict (adopt / keep / inconclusive). Studies persist and resume.
 """
 
 EPILOG = """\
@@ -102,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the export's format (default ${PROMOTE_FORMAT_VAR}, else kustomize)")
 
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
-    p.add_argument("file")
+    p.add_argument("file", help="experiment YAML file")
     p.add_argument("--cluster", action="store_true",
                    help="also check the cluster: RBAC for every verb (pods/log with "
                         "measure.schedtrace, pods/proxy with measure.capture, create/delete "
@@ -115,27 +102,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("schema", "print the JSON Schema of experiment files")
 
     p = add("status", "show the trials so far and the best feasible one")
-    p.add_argument("file")
+    p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = add("confirm", "re-measure the top candidates and the baseline, interleaved and shuffled, "
                        "and give the verdict (adopt / keep current / inconclusive)")
-    p.add_argument("file")
+    p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
     p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
     _confirm_options(p)
 
     p = add("report", "write results/<name>/report.{md,html,json} and the plots")
-    p.add_argument("file")
+    p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
     p.add_argument("--out", help="directory (default results/<name>/)")
 
     p = add("export", "print the recommendation ready to apply")
-    p.add_argument("file")
+    p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
-    p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS,
+                   help="kustomize: a strategic-merge patch of the Deployment's container "
+                        "env (kubernetes targets); env: NAME=value lines; json: the settings "
+                        "and their evidence; helm-values: an env list for a chart's "
+                        "values.yaml")
     p.add_argument("--force", action="store_true",
                    help="export the best candidate even when the verdict is not 'adopt'")
     p.add_argument("--write-to", metavar="DIR",
@@ -148,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("history", "each night's study, environment, verdict, recommendation and objective; "
                        "also writes nights.{md,json,png}")
-    p.add_argument("file")
+    p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--out", help="directory for nights.{md,json,png} (default results/<name>/)")

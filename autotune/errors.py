@@ -69,6 +69,11 @@ class ExperimentError(AutotuneError):
         super().__init__(head + "; ".join(problems))
 
 
+class ExperimentUnreadable(ExperimentError):
+    """The experiment file could not be read at all (missing, a directory, not allowed): not an
+    invalid experiment, and said so."""
+
+
 class TargetError(AutotuneError):
     """The target could not be configured, did not become live, or changed under us."""
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune import redaction
-from autotune.errors import AutotuneError, ExitCode, ExperimentError
+from autotune.errors import AutotuneError, ExitCode, ExperimentError, ExperimentUnreadable
 
 log = logging.getLogger("autotune")
 
@@ -21,6 +21,9 @@ def guarded(step: Callable[[], int]) -> ExitCode:
     """``step()``'s exit code; an exception becomes a message on stderr and its exit code."""
     try:
         return ExitCode(step())
+    except ExperimentUnreadable as e:
+        print(f"{e.source}: {'; '.join(e.problems)}", file=sys.stderr)
+        return e.exit_code
     except ExperimentError as e:
         where = f"{e.source}: " if e.source else ""
         print(f"{where}invalid experiment:", file=sys.stderr)

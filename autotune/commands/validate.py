@@ -23,6 +23,12 @@ def main(args: argparse.Namespace) -> int:
     if exp.target.kubernetes is None and args.cluster:
         print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
         return ExitCode.USAGE
+    if exp.target.local is not None and args.live:
+        # A local run starts its own Prometheus (and service) for the run: nothing to query now.
+        print("--live: this experiment has a local target, whose Prometheus autotune starts "
+              "for each run: there is nothing to query before it; `autotune doctor` checks "
+              "what a local run needs", file=sys.stderr)
+        return ExitCode.USAGE
     warnings: list[str] = []
     problems = (cluster.validate_cluster(exp, context=args.context, warnings=warnings)
                 if args.cluster else [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -16,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from autotune.errors import ExperimentError
+from autotune.errors import ExperimentError, ExperimentUnreadable
 from autotune.experiment.checks import check
 from autotune.experiment.models import Experiment
 
@@ -68,8 +69,11 @@ def load_experiment(path: str | Path) -> tuple[Experiment, str]:
             # Never more than the limit: the path may be a huge file, or /dev/zero.
             data = f.read(MAX_FILE_BYTES + 1)
             info = os.fstat(f.fileno())
+    except FileNotFoundError:
+        raise ExperimentUnreadable(["not found"], str(path)) from None
     except OSError as e:
-        raise ExperimentError([f"cannot read the file: {e.strerror or e}"], str(path)) from None
+        raise ExperimentUnreadable([f"cannot read the file: {e.strerror or e}"],
+                                   str(path)) from None
     if len(data) > MAX_FILE_BYTES:
         size = f"{info.st_size / 1e6:.1f} MB; " if stat.S_ISREG(info.st_mode) else ""
         raise ExperimentError([f"the file is too large for an experiment file ({size}at most "
@@ -179,6 +183,12 @@ _UNKNOWN: Any = object()  # a type the walk cannot follow: the rest of the locat
 
 def _locate(loc: tuple[int | str, ...], root: type[BaseModel]) -> tuple[str, bool]:
     """The path of an error location, and whether the error is about a mapping key itself."""
+    path, is_key, _ = _walk(loc, root)
+    return path, is_key
+
+
+def _walk(loc: tuple[int | str, ...], root: type[BaseModel]) -> tuple[str, bool, Any]:
+    """``_locate``, and the type found at the end of the location (``_UNKNOWN`` if lost)."""
     out = ""
     tp: Any = root
     i = 0
@@ -196,7 +206,7 @@ def _locate(loc: tuple[int | str, ...], root: type[BaseModel]) -> tuple[str, boo
             tp = field.annotation if field is not None else _UNKNOWN
         elif origin is dict:
             if i == len(loc) - 1 and loc[i] == "[key]":
-                return _join(out, part), True
+                return _join(out, part), True, _UNKNOWN
             tp = get_args(tp)[1]
         elif origin in (tuple, list) and isinstance(part, int):
             args = [a for a in get_args(tp) if a is not Ellipsis]
@@ -210,7 +220,7 @@ def _locate(loc: tuple[int | str, ...], root: type[BaseModel]) -> tuple[str, boo
                 out += f"[{part}]"
                 continue
         out = _join(out, part)
-    return out or "(top level)", False
+    return out or "(top level)", False, tp
 
 
 def _join(out: str, part: int | str) -> str:
@@ -306,12 +316,63 @@ def _message(err: Any, hide: bool = False) -> str:
     return f"{err['msg'].lower()} (got {_short(err['input'])})"
 
 
+@cache
+def _key_homes(root: type[BaseModel] = Experiment) -> dict[str, list[str]]:
+    """Every key of the experiment's models and the sections it belongs in (``capture`` ->
+    ``measure``): a key written at the wrong level is told where it goes."""
+    homes: dict[str, list[str]] = {}
+
+    def visit(model: type[BaseModel], where: str, seen: frozenset[type[BaseModel]]) -> None:
+        for key, field in _fields(model).items():
+            homes.setdefault(key, []).append(where or "(top level)")
+            for member in _models_in(field.annotation):
+                if member not in seen:
+                    visit(member, _join(where, key) if where else key, seen | {member})
+
+    visit(root, "", frozenset({root}))
+    return homes
+
+
+def _models_in(tp: Any) -> list[type[BaseModel]]:
+    """The models a field's value may be (inside unions, tuples and mappings)."""
+    found: list[type[BaseModel]] = []
+    for member in _members(tp):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            found.append(member)
+        elif get_origin(member) in (tuple, list, dict):
+            args = [a for a in get_args(member) if a is not Ellipsis]
+            for arg in args[-1:]:  # a tuple's items, a mapping's values
+                found += _models_in(arg)
+    return found
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """"unknown key", with the likely intended key: a near spelling among the keys allowed
+    here, or the section the key belongs in."""
+    key = str(loc[-1])
+    _, _, parent = _walk(loc[:-1], Experiment) if loc[:-1] else ("", False, Experiment)
+    models = [m for m in _members(parent)
+              if isinstance(m, type) and issubclass(m, BaseModel)]
+    allowed = sorted({k for m in models for k in _fields(m)})
+    close = difflib.get_close_matches(key.lower().replace("-", "_"), allowed, n=1, cutoff=0.75)
+    if close:
+        return f"unknown key (did you mean {close[0]!r}?)"
+    homes = [h for h in _key_homes().get(key, [])]
+    if homes:
+        return f"unknown key here: {key!r} belongs under {' or '.join(homes[:3])}"
+    if allowed:
+        return f"unknown key (allowed here: {', '.join(allowed)})"
+    return "unknown key"
+
+
 def format_validation_error(e: ValidationError) -> list[str]:
     by_path: dict[str, list[str]] = {}
     non_finite: set[str] = set()
     for err in e.errors():
         path, is_key = _locate(err["loc"], Experiment)
         message = _message(err, hide=_may_hold_a_secret(path))
+        if err["type"] == "extra_forbidden":
+            message = _unknown_key(err["loc"])
         if is_key:
             message = (f"a key must be text (got {_short(err['input'])}; quote it)"
                        if err["type"] == "string_type" else f"key: {message}")

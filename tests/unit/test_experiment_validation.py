@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from autotune.cli import main
 from autotune.errors import ExperimentError
@@ -253,7 +254,30 @@ def test_cli_validate_exit_codes_and_lines(
     assert "study.trials: must be >= 1" in err and "chaos.stress.workers: must be >= 1" in err
     assert "Traceback" not in err
     assert main(["validate", str(tmp_path / "missing.yaml")]) == 1
-    assert "cannot read the file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"{tmp_path / 'missing.yaml'}: not found\n"
+    assert main(["validate", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read the file" in err and "invalid experiment" not in err
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (("measure", "warm_up", "2s"), "measure.warm_up: unknown key (did you mean 'warmup'?)"),
+    (("study", "triels", 3), "study.triels: unknown key (did you mean 'trials'?)"),
+    ((None, "capture", True), "capture: unknown key here: 'capture' belongs under measure"),
+    ((None, "zzz", 1), "zzz: unknown key (allowed here: baseline, chaos, constraints, "
+                       "description, measure, metrics, name, objective, parameters, "
+                       "prometheus, study, target)"),
+])
+def test_an_unknown_key_is_told_what_was_meant(edit: tuple[str | None, str, object],
+                                               expected: str) -> None:
+    """Issue 18 ("messages that teach"): a misspelt key gets the near key allowed there, a key at
+    the wrong level the section it belongs in, anything else the keys allowed there."""
+    section, key, value = edit
+    doc = yaml.safe_load(VALID)
+    (doc[section] if section else doc)[key] = value
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    assert expected in e.value.problems, e.value.problems
 
 
 def test_cli_usage_error_is_exit_2() -> None:
@@ -268,3 +292,12 @@ def test_schema_is_generated_from_the_models(capsys: pytest.CaptureFixture[str])
         schema["properties"])
     assert "name" in schema["required"]
     assert schema["additionalProperties"] is False
+
+
+def test_validate_live_on_a_local_target_says_why_and_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18: it printed "valid", then failed with exit 1 ("not a kubernetes experiment")."""
+    root = Path(__file__).parents[2]
+    assert main(["validate", str(root / "experiments" / "local.yaml"), "--live"]) == 2
+    err = capsys.readouterr().err
+    assert "--live: this experiment has a local target" in err and "autotune doctor" in err
