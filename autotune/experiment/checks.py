@@ -199,12 +199,19 @@ def _check_domain(p: Parameter, at: str) -> list[str]:
         return [f"{at}.values: must not be empty"]
     problems = []
     seen: list[Scalar] = []
+    wrong = [v for v in p.values
+             if (p.type == "int" and (isinstance(v, bool) or not isinstance(v, int)))
+             or (p.type == "float" and not _is_number(v))]
+    if wrong:
+        # One line for the list: values quoted by habit ("1", "2", ...) are one mistake.
+        what = "an integer" if p.type == "int" else "a number"
+        quoted = all(isinstance(v, str) for v in wrong)
+        problems.append(f"{at}.values: every value of an {p.type} parameter must be {what}; not "
+                        f"{', '.join(repr(v) for v in wrong[:6])}"
+                        f"{', ...' if len(wrong) > 6 else ''}"
+                        + (" (numbers are written unquoted)" if quoted else ""))
     for j, v in enumerate(p.values):
         where = f"{at}.values[{j}]"
-        if p.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
-            problems.append(f"{where}: {v!r} is not an integer")
-        elif p.type == "float" and not _is_number(v):
-            problems.append(f"{where}: {v!r} is not a number")
         if any(v == s and type(v) is type(s) for s in seen):
             problems.append(f"{where}: duplicate value {v!r}")
         seen.append(v)

@@ -88,6 +88,25 @@ def load_experiment(path: str | Path) -> tuple[Experiment, str]:
         raise ExperimentError(e.problems, str(path)) from None
 
 
+_INDENTATION_PROBLEMS = ("mapping values are not allowed here", "did not find expected key",
+                         "did not find expected '-' indicator",
+                         "expected <block end>, but found")
+
+
+def _yaml_hint(e: yaml.MarkedYAMLError, text: str) -> str:
+    """The line PyYAML stopped at, and for the errors an indentation mistake causes, where to
+    look: PyYAML reports them where the parse failed, often a line after the mistake."""
+    mark = e.problem_mark
+    if mark is None:
+        return ""
+    lines = text.splitlines()
+    shown = f"\n    {mark.line + 1} | {lines[mark.line]}" if mark.line < len(lines) else ""
+    if any(str(e.problem or "").startswith(p) for p in _INDENTATION_PROBLEMS):
+        return (f"{shown}\n    (usually indentation: the keys of one mapping, and the '-' of "
+                "one list, start in the same column; check this line and the one before)")
+    return shown
+
+
 def parse_experiment(text: str) -> Experiment:
     if len(text) > MAX_FILE_BYTES:
         raise ExperimentError([f"the text is too large for an experiment file ({len(text)} "
@@ -97,7 +116,8 @@ def parse_experiment(text: str) -> Experiment:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ExperimentError([f"{where}YAML syntax error: {e.problem}"]) from None
+        raise ExperimentError([f"{where}YAML syntax error: {e.problem}{_yaml_hint(e, text)}"]) \
+            from None
     except yaml.YAMLError as e:
         raise ExperimentError([f"YAML error: {e}"]) from None
     except RecursionError:

@@ -58,7 +58,16 @@ CASES = [
      "chaos.stress.workers: must be <= 8192"),
     ("load over 100", _with("load: 50", "load: 150"), "chaos.stress.load: must be <= 100"),
     ("value of wrong type", _with("values: [0, 500, 2000]", "values: [0, 500, fast]"),
-     "parameters[1].values[2]: 'fast' is not an integer"),
+     "parameters[1].values: every value of an int parameter must be an integer; not 'fast' "
+     "(numbers are written unquoted)"),
+    # Issue 18: one line for a list of quoted numbers, not one per value.
+    ("quoted numbers", _with("values: [0, 500, 2000]", "values: ['0', '500', '2000']"),
+     "parameters[1].values: every value of an int parameter must be an integer; not '0', "
+     "'500', '2000' (numbers are written unquoted)"),
+    # Issue 18: the line PyYAML stopped at, shown, and where an indentation mistake is.
+    ("indentation", _with("study: {trials: 5}", "study:\n  trials: 5\n   seed: 1"),
+     "YAML syntax error: mapping values are not allowed here\n    18 |    seed: 1\n    "
+     "(usually indentation"),
     ("duplicate value", _with("values: [0, 500, 2000]", "values: [0, 500, 500]"),
      "parameters[1].values[2]: duplicate value 500"),
     ("empty values", _with("values: [0, 500, 2000]", "values: []"),
