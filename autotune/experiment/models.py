@@ -493,7 +493,7 @@ class Study(Model):
         default=None, ge=1, le=1000,
         description="stop the search once this many sampler-chosen trials in a row have not "
                     "improved the best by more than the baseline repeats' relative range "
-                    "(autotune/study/nightly.py); a resumed study that already meets it "
+                    "(autotune/study/night/early_stop.py); a resumed study that already meets it "
                     "searches no further",
     )
 

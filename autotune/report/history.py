@@ -1,5 +1,5 @@
 """Night by night: each run's study, environment, verdict, recommendation and primary objective,
-read from the night records (``autotune.study.nightly``), as a table, a Markdown section, JSON
+read from the night records (``autotune.study.night.records``), as a table, a Markdown section, JSON
 and a plot over time.
 
 ``write`` puts ``nights.md``, ``nights.json`` and ``nights.png`` in a directory (by default
@@ -19,8 +19,8 @@ from autotune.errors import StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.report import markdown as md
 from autotune.report.collect import build_report
-from autotune.study import nightly
 from autotune.study import storage as st
+from autotune.study.night.records import nights
 
 PLOT = "nights.png"
 
@@ -34,7 +34,7 @@ class NightRow:
     """running (or killed), finished, interrupted, failed."""
     study: str
     environment: str | None
-    """The environment id (``nightly.environment_id``)."""
+    """The environment id (``autotune.study.night.fingerprint.environment_id``)."""
     opened: str | None
     """new, continued, new environment."""
     changes: tuple[str, ...]
@@ -86,7 +86,7 @@ def load(exp: Experiment, url: str) -> list[NightRow]:
     if not st.experiment_studies(storage, exp.name):
         raise StudyError([f"no study named {exp.name!r} in {st.redact(url)}: "
                           "run `autotune run` with this experiment first"])
-    return rows(nightly.nights(storage, exp.name))
+    return rows(nights(storage, exp.name))
 
 
 # --- rendering ------------------------------------------------------------------------------

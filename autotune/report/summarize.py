@@ -41,6 +41,7 @@ from autotune.report.model import (
     TrialRow,
 )
 from autotune.study.confirm import BASELINE, top_configurations
+from autotune.study.kinds import TrialKind
 from autotune.study.space import settings_key, to_env
 
 TOP = 3
@@ -105,9 +106,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
             budget=int(data.status["budget"]),
             search_complete=int(data.status["completed"]),
             search_failed=sum(1 for r in search if r.state == "FAIL"),
-            baseline_complete=sum(1 for r in rows if r.kind == "baseline"
+            baseline_complete=sum(1 for r in rows if r.kind == TrialKind.BASELINE
                                   and r.state == "COMPLETE"),
-            confirm_complete=sum(1 for r in rows if r.kind == "confirm" and r.state == "COMPLETE"),
+            confirm_complete=sum(1 for r in rows if r.kind == TrialKind.CONFIRM
+                                 and r.state == "COMPLETE"),
             failed=int(data.status["failed"]),
             running=int(data.status["running"]),
         ),
@@ -124,7 +126,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         baseline=baseline,
         candidates=candidates,
         baseline_band=_spread(r.values[0] for r in rows
-                              if r.kind == "baseline" and r.state == "COMPLETE" and r.values),
+                              if r.kind == TrialKind.BASELINE and r.state == "COMPLETE"
+                              and r.values),
         history=_history(search, objectives[0]),
         importance=dict(data.importance) if data.importance is not None else None,
         importance_note=data.importance_note,
@@ -200,10 +203,10 @@ def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int
 ) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration]]:
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
-    repeats = [r for r in done if r.kind == "baseline"]
+    repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}
     for r in done:
-        if r.kind == "confirm":
+        if r.kind == TrialKind.CONFIRM:
             key = BASELINE if r.candidate == BASELINE else settings_key(r.settings)
             confirm.setdefault(key, []).append(r)
     confirmed_baseline = confirm.pop(BASELINE, [])

@@ -34,6 +34,7 @@ from optuna.trial import TrialState
 from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
+from autotune.study.kinds import TrialKind
 from autotune.study.loop import trial_summary
 from autotune.study.objective import directions
 from autotune.study.space import settings_key
@@ -41,6 +42,7 @@ from autotune.study.space import settings_key
 log = logging.getLogger(__name__)
 
 BASELINE = "baseline"
+"""The ``candidate`` of a confirmation run of the baseline (a label, not a ``TrialKind``)."""
 
 # Trials in these states hold their (configuration, round) slot: done, or about to run.
 _HOLDING = (TrialState.COMPLETE.name, TrialState.WAITING.name, TrialState.RUNNING.name)
@@ -86,8 +88,8 @@ def top_configurations(
     excluded = {settings_key(s) for s in exclude}
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for s in summaries:
-        if (s.get("kind", "search") != "search" or s.get("state") != TrialState.COMPLETE.name
-                or not s.get("values")):
+        if (s.get("kind", TrialKind.SEARCH) != TrialKind.SEARCH
+                or s.get("state") != TrialState.COMPLETE.name or not s.get("values")):
             continue
         groups.setdefault(settings_key(s["settings"]), []).append(s)
     picks = []
@@ -148,7 +150,7 @@ def plan(
     held = {
         (BASELINE if t.get("candidate") == BASELINE else settings_key(t["settings"]),
          t.get("round"))
-        for t in reference if t.get("kind") == "confirm" and t.get("state") in _HOLDING
+        for t in reference if t.get("kind") == TrialKind.CONFIRM and t.get("state") in _HOLDING
     }
     rng = random.Random(seed)
     entries = []
@@ -159,8 +161,8 @@ def plan(
             if (key, r) in held:
                 already += 1
                 continue
-            entries.append({"kind": "confirm", "settings": settings, "candidate": candidate,
-                            "round": r})
+            entries.append({"kind": TrialKind.CONFIRM.value, "settings": settings,
+                            "candidate": candidate, "round": r})
     return Plan(tuple(picks), tuple(entries), already)
 
 
@@ -231,9 +233,10 @@ def pooled_values(
     for t in studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
         kind, candidate = t.user_attrs.get("kind"), t.user_attrs.get("candidate")
         if key is None:
-            hit = kind == "baseline" or (kind == "confirm" and candidate == BASELINE)
+            hit = (kind == TrialKind.BASELINE
+                   or (kind == TrialKind.CONFIRM and candidate == BASELINE))
         else:
-            hit = (kind == "confirm" and candidate != BASELINE
+            hit = (kind == TrialKind.CONFIRM and candidate != BASELINE
                    and settings_key(t.user_attrs.get("settings", {})) == key)
         if hit and t.values:
             out.append(t.values[0])
@@ -272,13 +275,13 @@ def adaptive_round(
         return []
     todo.append((best.trial, best.settings))
     held = [t.user_attrs.get("round") or 0 for t in studies.reference.get_trials(deepcopy=False)
-            if t.user_attrs.get("kind") == "confirm"]
+            if t.user_attrs.get("kind") == TrialKind.CONFIRM]
     r = max([repeats, *held]) + 1
-    return [{"kind": "confirm", "settings": settings, "candidate": candidate, "round": r,
-             "adaptive": True} for candidate, settings in todo]
+    return [{"kind": TrialKind.CONFIRM.value, "settings": settings, "candidate": candidate,
+             "round": r, "adaptive": True} for candidate, settings in todo]
 
 
 def _completed(studies: st.Studies) -> int:
     return sum(1 for t in studies.reference.get_trials(deepcopy=False,
                                                        states=[TrialState.COMPLETE])
-               if t.user_attrs.get("kind") == "confirm")
+               if t.user_attrs.get("kind") == TrialKind.CONFIRM)

@@ -24,10 +24,13 @@ from autotune.study import design
 from autotune.study import storage as st
 from autotune.study.interrupts import Interrupted, deliver_pending, shielded
 from autotune.study.journal import Journal
+from autotune.study.kinds import TrialKind
 from autotune.study.objective import score
+from autotune.study.optuna_private import get_trial, system_attrs, trial_id
+from autotune.study.record import LoadCheck, TrialRecord
 from autotune.study.samplers import REPAIRED_ATTR, make_sampler, measured_everything
 from autotune.study.space import suggest, to_env
-from autotune.study.trial import Backends, TrialFailed, measure
+from autotune.study.trial import Backends, TrialContext, TrialFailed, run_phases
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class RunResult:
 
 
 def is_search(t: FrozenTrial) -> bool:
-    return bool(t.user_attrs.get("kind", "search") == "search")
+    return bool(t.user_attrs.get("kind", TrialKind.SEARCH) == TrialKind.SEARCH)
 
 
 def completed_search(study: optuna.Study) -> int:
@@ -85,7 +88,7 @@ def trial_summary(t: FrozenTrial) -> dict[str, Any]:
     return {
         "number": t.number,
         "state": t.state.name,
-        "kind": t.user_attrs.get("kind", "search"),
+        "kind": t.user_attrs.get("kind", TrialKind.SEARCH.value),
         "settings": t.user_attrs.get("settings", t.params),
         "values": t.values,
         "constraints": {k: v for k, v in t.constraints.items() if not k.isdigit()},
@@ -99,11 +102,12 @@ def enqueue_baseline(exp: Experiment, reference: optuna.Study) -> int:
     present = sum(
         1 for t in reference.get_trials(
             deepcopy=False, states=[TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING])
-        if t.user_attrs.get("kind") == "baseline"
+        if t.user_attrs.get("kind") == TrialKind.BASELINE
     )
     missing = max(0, exp.baseline.repeats - present)
     for i in range(missing):
-        reference.enqueue_trial({}, user_attrs={"kind": "baseline", "repeat": present + i + 1,
+        reference.enqueue_trial({}, user_attrs={"kind": TrialKind.BASELINE.value,
+                                                "repeat": present + i + 1,
                                                 "settings": exp.baseline_settings()})
     return missing
 
@@ -128,7 +132,7 @@ def enqueue_design(
                                    measured=measured, seed=exp.study.seed)[:budget]
     for point in points:
         search.enqueue_trial(point.settings, skip_if_exists=True,
-                             user_attrs={"kind": "search", "origin": point.origin,
+                             user_attrs={"kind": TrialKind.SEARCH.value, "origin": point.origin,
                                          "why": point.why, "settings": point.settings})
     search.set_user_attr(DESIGN_ATTR, [
         {"settings": p.settings, "origin": p.origin, "why": p.why} for p in points])
@@ -169,75 +173,77 @@ class StudyRunner:
     # --- the objective Optuna calls --------------------------------------------------------
 
     def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
-        self._current = trial._trial_id
-        kind = trial.user_attrs.get("kind", "search")
+        self._current = trial_id(trial)
+        kind = TrialKind(trial.user_attrs.get("kind", TrialKind.SEARCH))
         if trial.user_attrs.get("failure"):
             trial.set_user_attr("failure", None)  # a retry inherits its original's attrs
         settings: dict[str, Setting] = (
-            suggest(trial, self.exp) if kind == "search" else dict(trial.user_attrs["settings"])
+            suggest(trial, self.exp) if kind == TrialKind.SEARCH
+            else dict(trial.user_attrs["settings"])
         )
         env = to_env(self.exp, settings)
         trial.set_user_attr("worker", st.worker_id())
-        trial.set_user_attr("kind", kind)
+        trial.set_user_attr("kind", kind.value)
         trial.set_user_attr("settings", settings)
-        record: dict[str, Any] = {
-            "study": self.study_name, "number": trial.number, "kind": kind,
-            "settings": settings, "env": env, "started": self.clock.now(),
-            "sampler": self.sampler_name if kind == "search" else "fixed",
-            "autotune_version": __version__, "host": socket.gethostname(),
-            "experiment_hash": self.hash, "target": self.exp.target.kind,
-        }
-        system = trial.storage.get_trial_system_attrs(trial._trial_id)
-        retried = system.get("failed_trial")
-        if retried is not None:
-            record["retry_of"] = retried
-        if kind == "search":
+        record = TrialRecord(
+            study=self.study_name, number=trial.number, kind=kind,
+            settings=settings, env=env, started=self.clock.now(),
+            sampler=self.sampler_name if kind == TrialKind.SEARCH else "fixed",
+            autotune_version=__version__, host=socket.gethostname(),
+            experiment_hash=self.hash, target=self.exp.target.kind,
+        )
+        system = system_attrs(trial)
+        record.retry_of = system.get("failed_trial")
+        if kind == TrialKind.SEARCH:
             # Queued trials (enqueued, prior, design) carry their origin; the rest came from the
             # sampler, possibly moved off a configuration the study had already measured.
-            record["origin"] = trial.user_attrs.get("origin", "sampler")
+            record.origin = trial.user_attrs.get("origin", "sampler")
             if trial.user_attrs.get("why"):
-                record["why"] = trial.user_attrs["why"]
+                record.why = trial.user_attrs["why"]
             if REPAIRED_ATTR in system:
-                record["repaired_from"] = system[REPAIRED_ATTR]
-            trial.set_user_attr("origin", record["origin"])
-        self.progress.trial_started(trial.number, kind, settings)
+                record.repaired_from = system[REPAIRED_ATTR]
+            trial.set_user_attr("origin", record.origin)
+        self.progress.trial_started(trial.number, kind.value, settings)
         t0 = self.clock.monotonic()
         labels = {"app.kubernetes.io/managed-by": "autotune",
                   "autotune/study": self.exp.name, "autotune/trial": str(trial.number)}
         try:
-            metrics = measure(self.exp, self.backends, env, clock=self.clock, labels=labels,
-                              record=record, on_phase=self.progress.phase)
+            ctx = TrialContext(exp=self.exp, backends=self.backends, clock=self.clock,
+                               labels=labels, measurement=record.measurement,
+                               on_phase=self.progress.phase)
+            metrics = run_phases(ctx, env)
             self._check_load(record, metrics)
             scored = score(self.exp, metrics)
             for text, violation in scored.violations.items():
                 trial.set_constraint(text, violation)
-            record.update(state="COMPLETE", values=list(scored.values),
-                          constraints=scored.violations, feasible=scored.feasible)
+            record.state, record.values = "COMPLETE", list(scored.values)
+            record.constraints, record.feasible = scored.violations, scored.feasible
             return scored.values[0] if len(scored.values) == 1 else scored.values
         except TrialFailed as e:
-            record.update(state="FAIL", failure=e.reason)
+            record.state, record.failure = "FAIL", e.reason
             if isinstance(e.__cause__, StressNotRecovered):
                 self._stuck = e.reason
             raise
         except Interrupted as e:
-            record.update(state="FAIL", failure=f"interrupted ({e.signame})")
+            record.state, record.failure = "FAIL", f"interrupted ({e.signame})"
             raise
         except Exception as e:  # the trial boundary: a bug must not lose the study
             log.exception("trial %d crashed", trial.number)
-            record.update(state="FAIL", failure=redaction.scrub(
-                f"internal error: {type(e).__name__}: {e}"))
-            raise TrialFailed(record["failure"]) from e
+            failure = redaction.scrub(f"internal error: {type(e).__name__}: {e}")
+            record.state, record.failure = "FAIL", failure
+            raise TrialFailed(failure) from e
         finally:
-            record["finished"] = self.clock.now()
-            record["seconds"] = round(self.clock.monotonic() - t0, 3)
+            record.finished = self.clock.now()
+            record.seconds = round(self.clock.monotonic() - t0, 3)
             # A signal now is delivered once Optuna has recorded the trial (_run_one), and a
             # journal that cannot be written stops the run then: neither may fail a measured trial.
             with shielded(deliver=False):
-                trial.set_user_attr("record", record)
-                if record.get("failure"):
-                    trial.set_user_attr("failure", record["failure"])
+                stored = record.as_attrs()
+                trial.set_user_attr("record", stored)
+                if record.failure:
+                    trial.set_user_attr("failure", record.failure)
                 try:
-                    self.journal.append(record)
+                    self.journal.append(stored)
                 except StudyError as e:
                     self._journal_error = e
 
@@ -249,22 +255,22 @@ class StudyRunner:
         rates = []
         for t in self._reference.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             metrics = (t.user_attrs.get("record") or {}).get("metrics") or {}
-            if t.user_attrs.get("kind") == "baseline" and check.metric in metrics:
+            if t.user_attrs.get("kind") == TrialKind.BASELINE and check.metric in metrics:
                 rates.append(float(metrics[check.metric]))
         return statistics.median(rates) if rates else None
 
-    def _check_load(self, record: dict[str, Any], metrics: dict[str, float]) -> None:
+    def _check_load(self, record: TrialRecord, metrics: dict[str, float]) -> None:
         """Discard a window served under another load than the baseline's (the first baseline
         repeat sets the reference)."""
         check = self.exp.measure.load
         if check is None:
             return
         rate, reference = metrics[check.metric], self._baseline_rate()
-        record["load"] = {"metric": check.metric, "rate": rate, "baseline": reference}
+        record.load = LoadCheck(metric=check.metric, rate=rate, baseline=reference)
         if reference is None or reference <= 0:
             return
         deviation = rate / reference - 1
-        record["load"]["deviation"] = round(deviation, 4)
+        record.load.deviation = round(deviation, 4)
         if abs(deviation) > check.tolerance:
             raise TrialFailed(
                 f"load not comparable: {check.metric} was {rate:.4g}/s against the baseline's "
@@ -289,11 +295,11 @@ class StudyRunner:
         except Interrupted:
             if self._current is not None:
                 with shielded():
-                    st.retry(study, study._storage.get_trial(self._current))
+                    st.retry(study, get_trial(study, self._current))
             raise
         if self._current is None:
             return None
-        last = study._storage.get_trial(self._current)
+        last = get_trial(study, self._current)
         if last.state == TrialState.COMPLETE:
             self.trial_seconds.append(self.clock.monotonic() - t0)
             self.failures_in_a_row.clear()
@@ -450,7 +456,7 @@ class StudyRunner:
 
 def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:
     return [trial_summary(t) for t in reference.get_trials(deepcopy=False)
-            if t.user_attrs.get("kind") == "baseline" and t.state == TrialState.COMPLETE]
+            if t.user_attrs.get("kind") == TrialKind.BASELINE and t.state == TrialState.COMPLETE]
 
 
 def spread(values: list[float]) -> dict[str, float] | None:

@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.study import space
+from autotune.study.optuna_private import set_system_attr
 from autotune.study.space import grid
 
 REPAIRED_ATTR = "autotune:repaired_from"
@@ -73,7 +74,7 @@ def distributions(exp: Experiment) -> dict[str, BaseDistribution]:
     study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
     trial = study.ask()
     space.suggest(trial, exp)
-    return dict(study._storage.get_trial(trial._trial_id).distributions)
+    return trial.distributions
 
 
 class NoRepeats(optuna.samplers.BaseSampler):
@@ -113,7 +114,7 @@ class NoRepeats(optuna.samplers.BaseSampler):
         free = space.nearest_unmeasured(self.exp, proposal, taken)
         if free is None:
             return proposal  # everything measured: the loop stops before asking again
-        study._storage.set_trial_system_attr(trial._trial_id, REPAIRED_ATTR, proposal)
+        set_system_attr(study, trial, REPAIRED_ATTR, proposal)
         return free
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,

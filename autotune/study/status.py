@@ -8,6 +8,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from autotune.experiment.models import Experiment
+from autotune.study.kinds import TrialKind
 from autotune.study.loop import RunResult, best_summary, completed_search, trial_summary
 from autotune.study.storage import Studies, redact
 
@@ -19,7 +20,7 @@ def status_data(exp: Experiment, studies: Studies) -> dict[str, Any]:
     ] + [{**trial_summary(t), "study": "search"} for t in studies.search.get_trials(deepcopy=False)]
     trials.sort(key=lambda t: (t["study"] != "reference", t["number"]))
     baseline = [t["values"][0] for t in trials
-                if t["kind"] == "baseline" and t["state"] == "COMPLETE" and t["values"]]
+                if t["kind"] == TrialKind.BASELINE and t["state"] == "COMPLETE" and t["values"]]
     return {
         "experiment": exp.name,
         "study": studies.name,

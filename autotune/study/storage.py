@@ -34,6 +34,7 @@ from autotune import __version__, pids, redaction
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment
 from autotune.study.objective import directions
+from autotune.study.optuna_private import study_id, trial_id
 from autotune.study.space import describe_space
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def experiment_studies(storage: optuna.storages.BaseStorage, base: str) -> list[
 def _current(storage: RDBStorage, base: str) -> FrozenStudy | None:
     # Creation order, not the first trial's start: a study created a moment ago has no trial
     # yet (or only queued ones) and is still the newest.
-    return max(experiment_studies(storage, base), key=lambda s: s._study_id, default=None)
+    return max(experiment_studies(storage, base), key=study_id, default=None)
 
 
 def _current_name(storage: RDBStorage, base: str) -> str | None:
@@ -134,7 +135,7 @@ def _replacement_name(storage: RDBStorage, base: str, suffix: str, after: int) -
     """``<base>@<suffix>``, or ``.2``, ``.3``... when an older study (an environment the target
     had before, and left) holds that name. One created after ``after`` (the study being
     replaced) is another worker's replacement for the same environment: join it."""
-    taken = {s.study_name: s._study_id for s in experiment_studies(storage, base)}
+    taken = {s.study_name: study_id(s) for s in experiment_studies(storage, base)}
     n = 1
     while True:
         name = f"{base}@{suffix}" + (f".{n}" if n > 1 else "")
@@ -210,7 +211,7 @@ def open_for_run(
             search = loaded
         else:
             previous = loaded
-            name = _replacement_name(storage, exp.name, suffix, current._study_id)
+            name = _replacement_name(storage, exp.name, suffix, study_id(current))
     elif current is not None:
         name = f"{exp.name}@{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
     created = False
@@ -328,7 +329,7 @@ def fail_orphans(studies: Studies, max_age_seconds: float) -> list[str]:
     host = socket.gethostname()
     running = [(study, t) for study in (studies.search, studies.reference)
                for t in study.get_trials(deepcopy=False, states=[TrialState.RUNNING])]
-    ages = _heartbeat_ages(studies.storage, [t._trial_id for _, t in running])
+    ages = _heartbeat_ages(studies.storage, [trial_id(t) for _, t in running])
     interval = studies.storage.heartbeat_interval
     grace = float(studies.storage.grace_period or 2 * interval) if interval else max_age_seconds
     for study, t in running:
@@ -336,10 +337,10 @@ def fail_orphans(studies: Studies, max_age_seconds: float) -> list[str]:
         if worker.get("host") == host and not _alive(worker):
             reason: str | None = f"the process running it (pid {worker.get('pid')}) died"
         else:
-            reason = _orphaned(t, ages.get(t._trial_id), grace, max_age_seconds)
+            reason = _orphaned(t, ages.get(trial_id(t)), grace, max_age_seconds)
         if reason is not None:
-            studies.storage.set_trial_user_attr(t._trial_id, "failure", reason)
-            if studies.storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
-                retry(study, studies.storage.get_trial(t._trial_id))
+            studies.storage.set_trial_user_attr(trial_id(t), "failure", reason)
+            if studies.storage.set_trial_state_values(trial_id(t), state=TrialState.FAIL):
+                retry(study, studies.storage.get_trial(trial_id(t)))
                 done.append(f"trial {t.number} of {study.study_name}: {reason}; queued again")
     return done

@@ -1,7 +1,7 @@
 """One trial: apply -> warmup -> inject -> measure -> recover -> read. The undo steps always run.
 
-Everything here talks to the backends only through their Protocols. The record this builds is
-JSON-able and is what the journal and the Optuna user attrs receive.
+Everything here talks to the backends only through their Protocols. The steps fill the trial's
+``Measurement`` (part of its ``TrialRecord``, which the loop stores once the trial ended).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from autotune.metrics import promql
 from autotune.metrics.base import MetricSource, RangeSource, Reading, Unavailable
 from autotune.study import diagnostics
 from autotune.study.interrupts import shielded
+from autotune.study.record import Attempt, InjectionRecord, MeasuredWindow, Measurement
 from autotune.targets.base import Env, NoiseProbe, Target
 
 log = logging.getLogger(__name__)
@@ -47,13 +48,31 @@ class TrialFailed(AutotuneError):
 PhaseListener = Callable[[str], None]
 
 
+def _no_listener(name: str) -> None:
+    """Nobody displays the phases (the default of ``TrialContext.on_phase``)."""
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every step of one trial works with; the loop builds it per trial."""
+
+    exp: Experiment
+    backends: Backends
+    clock: Clock
+    labels: Mapping[str, str]
+    """Put on whatever the trial creates in the cluster (stress objects), to find it again."""
+    measurement: Measurement
+    """Filled by the steps as they run."""
+    on_phase: PhaseListener = _no_listener
+
+
 class _Phases:
-    """Times each phase: ``record["phases"]`` sums seconds per phase name; ``record["timeline"]``
-    lists every phase run as ``[name, start, seconds]`` (start from the trial's first phase), so
+    """Times each phase: ``phases`` sums seconds per phase name; ``timeline``
+    lists every phase run as ``(name, start, seconds)`` (start from the trial's first phase), so
     overhead and overlaps can be read per trial."""
 
-    def __init__(self, clock: Clock, record: dict[str, Any], listener: PhaseListener) -> None:
-        self.clock, self.record, self.listener = clock, record, listener
+    def __init__(self, clock: Clock, measurement: Measurement, listener: PhaseListener) -> None:
+        self.clock, self.measurement, self.listener = clock, measurement, listener
         self.current = "start"
         self.origin = clock.monotonic()
 
@@ -66,10 +85,9 @@ class _Phases:
             yield
         finally:
             seconds = self.clock.monotonic() - t0
-            timings = self.record.setdefault("phases", {})
+            timings = self.measurement.phases
             timings[name] = round(timings.get(name, 0.0) + seconds, 3)
-            self.record.setdefault("timeline", []).append(
-                [name, round(t0 - self.origin, 3), round(seconds, 3)])
+            self.measurement.timeline.append((name, round(t0 - self.origin, 3), round(seconds, 3)))
 
 
 def measure(
@@ -80,52 +98,57 @@ def measure(
     clock: Clock,
     labels: Mapping[str, str],
     record: dict[str, Any],
-    on_phase: PhaseListener = lambda _: None,
+    on_phase: PhaseListener = _no_listener,
 ) -> dict[str, float]:
-    """Run the phases for one candidate; fill ``record``; return the metric values.
+    """``run_phases`` for callers outside the study loop (the benchmarks): ``record`` receives
+    the measurement's keys as the journal stores them, also when the trial fails."""
+    measurement = Measurement()
+    try:
+        return run_phases(TrialContext(exp, backends, clock, labels, measurement, on_phase), env)
+    finally:
+        record.update(measurement.as_attrs())
+
+
+def run_phases(ctx: TrialContext, env: Env) -> dict[str, float]:
+    """Run the phases for one candidate; fill ``ctx.measurement``; return the metric values.
 
     Raises ``TrialFailed`` with the reason when no trustworthy measurement could be made.
     Interrupts propagate (after the undo steps ran).
     """
-    phases = _Phases(clock, record, on_phase)
+    phases = _Phases(ctx.clock, ctx.measurement, ctx.on_phase)
     try:
         with phases("apply"):
-            live = backends.target.apply(env)
-        record["live"] = dict(live.details)
+            live = ctx.backends.target.apply(env)
+        ctx.measurement.live = dict(live.details)
         with phases("observe"):
-            backends.source.observe(live)
+            ctx.backends.source.observe(live)
         with phases("warmup"):
-            clock.sleep(exp.measure.warmup)
-        window = _measure_guarded(exp, backends, live, clock, labels, record, phases)
+            ctx.clock.sleep(ctx.exp.measure.warmup)
+        window = _measure_guarded(ctx, phases, live)
         with phases("read"):
-            return _read(exp, backends.source, backends.target, live, window, record)
+            return _read(ctx, live, window)
     except TrialFailed:
         raise
     except AutotuneError as e:
         raise TrialFailed(f"{phases.current}: {e}") from e
 
 
-def _measure_guarded(
-    exp: Experiment,
-    b: Backends,
-    live: Live,
-    clock: Clock,
-    labels: Mapping[str, str],
-    record: dict[str, Any],
-    phases: _Phases,
-) -> Window:
+def _measure_guarded(ctx: TrialContext, phases: _Phases, live: Live) -> Window:
     """Measure under stress, re-measuring while other processes on the host were too busy."""
+    exp, b, clock, m = ctx.exp, ctx.backends, ctx.clock, ctx.measurement
     guard = exp.measure.noise_guard
     probe = b.target.noise_probe() if guard.enabled else None
-    attempts: list[dict[str, Any]] = record.setdefault("attempts", [])
+    if m.attempts is None:
+        m.attempts = []
+    attempts = m.attempts
     tries = 1 + (guard.retries if probe is not None else 0)
     for attempt in range(tries):
-        window, foreign = _stressed_window(exp, b, live, clock, labels, record, phases, probe)
+        window, foreign = _stressed_window(ctx, phases, live, probe)
         changes = b.target.check(live)
         if changes:
-            record.setdefault("changes", []).append(dict(changes))
-        attempts.append({"window": [window.start, window.end],
-                         "foreign_cores": None if foreign is None else round(foreign, 3)})
+            m.changes.append(dict(changes))
+        attempts.append(Attempt(window.start, window.end,
+                                None if foreign is None else round(foreign, 3)))
         if foreign is None or foreign <= guard.max_foreign_cores:
             return window
         log.warning("other processes used %.2f cores during the window (limit %.2f); %s",
@@ -136,28 +159,24 @@ def _measure_guarded(
                 clock.sleep(min(exp.measure.warmup, 5.0))
     raise TrialFailed(
         f"noise guard: other processes used more than {guard.max_foreign_cores:g} cores in all "
-        f"{tries} attempt(s) ({', '.join(str(a['foreign_cores']) for a in attempts)})"
+        f"{tries} attempt(s) ({', '.join(str(a.foreign_cores) for a in attempts)})"
     )
 
 
 def _stressed_window(
-    exp: Experiment,
-    b: Backends,
-    live: Live,
-    clock: Clock,
-    labels: Mapping[str, str],
-    record: dict[str, Any],
-    phases: _Phases,
-    probe: NoiseProbe | None,
+    ctx: TrialContext, phases: _Phases, live: Live, probe: NoiseProbe | None
 ) -> tuple[Window, float | None]:
     """Stress and measure one window. The noise probe covers exactly the window (it ends before
     the stress is removed, so the stress's own CPU is still accounted as ours)."""
+    exp, b, clock = ctx.exp, ctx.backends, ctx.clock
     pattern, stress, length = exp.chaos.pattern, exp.chaos.stress, exp.measure.window
-    injections: list[dict[str, Any]] = record.setdefault("injections", [])
+    if ctx.measurement.injections is None:
+        ctx.measurement.injections = []
+    injections = ctx.measurement.injections
 
     def inject(duration: float) -> Injection:
         try:
-            inj = b.injector.inject(live, stress, duration + DEAD_MAN_MARGIN, labels)
+            inj = b.injector.inject(live, stress, duration + DEAD_MAN_MARGIN, ctx.labels)
         except StressNotRecovered:
             raise
         except ChaosError:
@@ -165,13 +184,13 @@ def _stressed_window(
             # cause of a stress that found no pod: say that instead, when it is so.
             b.target.check(live)
             raise
-        injections.append({"id": inj.id, "started": inj.started, **dict(inj.details)})
+        injections.append(InjectionRecord(inj.id, inj.started, dict(inj.details)))
         return inj
 
     def recover(inj: Injection) -> None:
         with shielded(), phases("recover"):
             b.injector.recover(inj)
-        injections[-1]["recovered"] = clock.now()
+        injections[-1].recovered = clock.now()
 
     if not isinstance(pattern, Burst):
         with phases("inject"):
@@ -205,27 +224,26 @@ def _stressed_window(
     return Window(start, end), foreign
 
 
-def _read(
-    exp: Experiment, source: MetricSource, target: Target, live: Live, window: Window,
-    record: dict[str, Any],
-) -> dict[str, float]:
+def _read(ctx: TrialContext, live: Live, window: Window) -> dict[str, float]:
+    exp, source, m = ctx.exp, ctx.backends.source, ctx.measurement
     values = promql.values(live, window.seconds)
     queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
                if exp.metric(name).query}
-    record["queries"] = queries
-    record["window"] = {"start": window.start, "end": window.end, "seconds": window.seconds}
+    m.queries = queries
+    m.window = MeasuredWindow(window.start, window.end, window.seconds)
     readings: dict[str, Reading] = dict(source.read(queries, window, live))
     if exp.measure.schedtrace_period is not None:
-        record["schedtrace"] = diagnostics.scheduler(exp, target, live, window)
-        summary = record["schedtrace"].get("summary") or {}
-        why = record["schedtrace"].get("unavailable", "not computed from this trace")
+        schedtrace = diagnostics.scheduler(exp, ctx.backends.target, live, window)
+        m.schedtrace = schedtrace
+        summary = schedtrace.get("summary") or {}
+        why = schedtrace.get("unavailable", "not computed from this trace")
         for name in exp.metrics:
             figure = exp.metric(name).schedtrace
             if figure is not None:
                 readings[name] = (summary[figure] if figure in summary
                                   else Unavailable(f"schedtrace: {why}"))
     if exp.measure.insight and isinstance(source, RangeSource):  # Prometheus, not a simulation
-        record["insight"] = diagnostics.collect(exp, source, live, window)
+        m.insight = diagnostics.collect(exp, source, live, window)
     metrics: dict[str, float] = {}
     unavailable: dict[str, str] = {}
     for name in exp.metrics:
@@ -234,8 +252,8 @@ def _read(
             unavailable[name] = reading.reason
         else:
             metrics[name] = reading
-    record["metrics"] = metrics
-    record["unavailable"] = unavailable
+    m.metrics = metrics
+    m.unavailable = unavailable
     missing = sorted(exp.required_metrics & unavailable.keys())
     if missing:
         raise MetricsError("; ".join(f"{m} unavailable: {unavailable[m]}" for m in missing))

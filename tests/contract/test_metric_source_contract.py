@@ -30,6 +30,15 @@ def test_reads_value_and_reports_unavailable_with_a_reason(harness: Harness) -> 
         assert readings[name].reason
 
 
-def test_close_is_idempotent(harness: Harness) -> None:
-    harness.backends.source.close()
-    harness.backends.source.close()
+def test_close_is_idempotent_and_leaves_the_target_alone(harness: Harness) -> None:
+    exp = harness.experiment
+    settings = {p.name: (p.values[0] if p.values else p.low) for p in exp.parameters}
+    live = harness.backends.target.apply(to_env(exp, settings))  # type: ignore[arg-type]
+    source = harness.backends.source
+    source.observe(live)  # the source is in use
+    seen = harness.env_seen()
+    source.close()
+    source.close()
+    # Closing the metric source is not stopping the trial: the service runs on as applied.
+    assert harness.env_seen() == seen
+    harness.backends.target.check(live)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from autotune.errors import TargetError
@@ -42,7 +44,11 @@ def test_unset_removes_the_variable(harness: Harness) -> None:
 def test_check_passes_when_unchanged_and_fails_after_a_change(harness: Harness) -> None:
     first, second = _envs(harness)
     live = harness.backends.target.apply(first)
-    harness.backends.target.check(live)
+    facts = harness.backends.target.check(live)
+    # Unchanged: check gives its facts about the window (JSON, for the trial's record) and
+    # leaves the service as it was.
+    assert json.loads(json.dumps(dict(facts))) == dict(facts)
+    assert harness.env_seen() == _expected(first)
     harness.backends.target.apply(second)
     with pytest.raises(TargetError):
         harness.backends.target.check(live)
@@ -58,6 +64,4 @@ def test_restore_is_idempotent_and_brings_back_the_original(harness: Harness) ->
 
 
 def test_describe_is_json_able(harness: Harness) -> None:
-    import json
-
     assert json.loads(json.dumps(harness.backends.target.describe()))["kind"]

@@ -1,4 +1,4 @@
-module autotune.platforms.local/controlplane
+module autotune.local/controlplane
 
 go 1.26.0
 

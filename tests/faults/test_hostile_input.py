@@ -28,7 +28,7 @@ from autotune.cli import main
 from autotune.experiment import load_experiment
 from autotune.live import Matcher
 from autotune.metrics import promql
-from autotune.platforms.kubernetes.deployment import any_of as pods_regex
+from autotune.platforms.kubernetes.envpatch import any_of as pods_regex
 from tests.faults.prom_proxy import Exporter, PrometheusProcess
 
 pytestmark = pytest.mark.faults

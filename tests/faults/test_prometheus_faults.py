@@ -33,6 +33,7 @@ from autotune.study.loop import StudyRunner
 from autotune.study.trial import Backends
 from tests.faults.conftest import PROM_INTERVAL
 from tests.faults.prom_proxy import Exporter, PrometheusProcess, PromProxy
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -99,16 +100,25 @@ def _require(condition: bool, what: str) -> None:
 def test_a_stale_answer_is_not_taken_for_the_window(
         prom_proxy: PromProxy, prom_exporter: Exporter) -> None:
     """The window saw ``fault_gauge`` at 2; an answer evaluated 2 s too early says 1."""
-    prom_exporter.gauge = 1.0
-    time.sleep(1.0)
-    prom_exporter.gauge = 2.0
-    time.sleep(1.0)
     source = _source(prom_proxy.url)
     query = "max_over_time(fault_gauge{ {{selector}} }[{{window}}])"
-    _require(_read(source, query) == 2.0, "the window's own value is read")
+    prom_exporter.gauge = 1.0
+    # Prometheus has had 1 for a while: the 1 s window that ended 2 s ago saw 1.
+    until("fault_gauge scraped at 1 for 2 s",
+          lambda: _read(source, query, end=time.time() - 2.0) == 1.0, timeout=10,
+          every=PROM_INTERVAL)
+    prom_exporter.gauge = 2.0
+
+    def both_windows() -> float | None:
+        end = time.time()  # this window saw 2; the one 2 s before it, 1
+        return end if (_read(source, query, end=end) == 2.0
+                       and _read(source, query, end=end - 2.0) == 1.0) else None
+
+    end = until("fault_gauge scraped at 2", both_windows, timeout=10, every=PROM_INTERVAL)
+    _require(_read(source, query, end=end) == 2.0, "the window's own value is read")
     prom_proxy.stale_seconds = 2.0
     prom_proxy.set("stale", match="fault_gauge")
-    reading = _read(source, query)
+    reading = _read(source, query, end=end)
     _require(any(s.fault == "stale" for s in prom_proxy.seen), "the fault was injected")
     assert isinstance(reading, Unavailable), f"{reading} read for a window that saw 2"
     assert "stale" in reading.reason

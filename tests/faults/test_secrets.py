@@ -21,11 +21,9 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -50,6 +48,7 @@ from autotune.platforms.kubernetes import stack as cluster
 from autotune.platforms.local.ports import free_port
 from autotune.study.trial import Backends
 from tests.faults.prom_proxy import PrometheusProcess, PromProxy
+from tests.support.postgres import postgres_server
 
 pytestmark = pytest.mark.faults
 
@@ -498,37 +497,11 @@ def test_a_database_password_in_the_url_query_is_not_in_the_failure(
     assert f"{query}=***" in out and PASSWORD not in out, out
 
 
-def _as_postgres(argv: list[str]) -> list[str]:
-    # PostgreSQL refuses to run as root; CI and our machines run tests as root.
-    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
-
-
 @pytest.fixture(scope="module")
 def postgres_with_password() -> Iterator[tuple[str, int]]:
     """A PostgreSQL server that checks passwords (scram-sha-256): (superuser, port)."""
-    for tool in ("initdb", "pg_ctl"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} not on PATH: install PostgreSQL's server binaries")
-    # Not under pytest's tmp dir: that is private to root, and the server runs as postgres.
-    base = Path(tempfile.mkdtemp(prefix="autotune-pg-secrets-"))
-    base.chmod(0o777)
-    data, pwfile = base / "data", base / "pw"
-    pwfile.write_text(PASSWORD + "\n")
-    pwfile.chmod(0o644)
-    port = free_port()
-    subprocess.run(_as_postgres(["initdb", "-D", str(data), "-U", "autotune", "-E", "UTF8",
-                                 "--auth=scram-sha-256", f"--pwfile={pwfile}"]),
-                   check=True, capture_output=True, text=True)
-    pwfile.unlink()
-    subprocess.run(_as_postgres(["pg_ctl", "-D", str(data), "-w", "-l", str(data / "log"),
-                                 "-o", f"-h 127.0.0.1 -p {port} -k {data}", "start"]),
-                   check=True, capture_output=True)
-    try:
-        yield "autotune", port
-    finally:
-        subprocess.run(_as_postgres(["pg_ctl", "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+    with postgres_server(prefix="autotune-pg-secrets-", password=PASSWORD) as server:
+        yield server.user, server.port
 
 
 def _dump(url: str) -> str:

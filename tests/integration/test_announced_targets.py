@@ -36,6 +36,7 @@ from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
 from autotune.metrics.prometheus import PrometheusSource
 from autotune.platforms.local.prometheus import EmbeddedPrometheus
+from tests.support.waiting import targets_scraped
 
 pytestmark = pytest.mark.integration
 
@@ -113,8 +114,7 @@ def test_a_trials_targets_are_scraped_without_a_break(
         # scrapes it (nothing answers yet) while the load is calibrated.
         prometheus.announce(_endpoints(exporter, 1), _labels(1))
         source.client()  # starts Prometheus
-        _until("generation 1 announced and scraped",
-               lambda: source._query('count(up{autotune_generation="1"})', time.time()) == 2)
+        targets_scraped(source, 1, timeout=TIMEOUT)
 
         # apply(): the processes of generation 1 start; generation 2 is announced.
         _Exporter.started.add("g1")

@@ -27,6 +27,7 @@ from autotune.platforms.local.service import LocalService
 from autotune.platforms.local.stack import build
 from autotune.study.space import to_env
 from autotune.study.trial import Backends
+from tests.support.waiting import targets_scraped, until
 
 pytestmark = pytest.mark.integration
 
@@ -104,9 +105,18 @@ def test_loadgen_holds_its_rate_open_loop() -> None:
         _wait_http(f"http://127.0.0.1:{lport}/healthz")
         first = requests.get(f"http://127.0.0.1:{lport}/metrics", timeout=5).text
         t0 = time.monotonic()
-        time.sleep(3)
-        second = requests.get(f"http://127.0.0.1:{lport}/metrics", timeout=5).text
-        elapsed = time.monotonic() - t0
+
+        def three_seconds_of_load() -> tuple[str, float] | None:
+            # 600 more requests scheduled: 3 s at the rate asked for. elapsed is read with the
+            # counters, so a generator off its rate still gives its own rate (not 200).
+            text = requests.get(f"http://127.0.0.1:{lport}/metrics", timeout=5).text
+            elapsed = time.monotonic() - t0
+            scheduled = (_counter(text, "loadgen_requests_scheduled_total")
+                         - _counter(first, "loadgen_requests_scheduled_total"))
+            return (text, elapsed) if scheduled >= 600 or elapsed >= 10 else None
+
+        second, elapsed = until("600 requests scheduled", three_seconds_of_load, timeout=15,
+                                every=0.1)
     finally:
         for p in (gen, service):
             if p is not None:
@@ -389,18 +399,15 @@ def test_the_next_generation_is_scraped_before_it_starts(tmp_path: Path) -> None
         live = b.target.apply(to_env(exp, {"GOMAXPROCS": 1}))
         source.observe(live)
         # Generation 2 was announced at generation 1's apply; give Prometheus its update ticks.
-        deadline = time.monotonic() + 15
-        while source._query('count(up{autotune_generation="2"})', time.time()) != 2.0:
-            assert time.monotonic() < deadline, "the announced targets were never scraped"
-            time.sleep(0.2)
+        targets_scraped(source, 2, timeout=15)
         assert source._query('count(up{autotune_generation="2"} == 1)', time.time()) != 2.0
         live = b.target.apply(to_env(exp, {"GOMAXPROCS": 2}))
         assert live.details["generation"] == 2
         t0 = time.monotonic()
         source.observe(live)
         assert time.monotonic() - t0 < 0.5
-        time.sleep(2 * exp.prometheus.scrape_interval + 0.5)
-        assert source._query('count(up{autotune_generation="2"} == 1)', time.time()) == 2.0
+        # Up within two scrape intervals of its start (the bound the fixed sleep gave).
+        targets_scraped(source, 2, up=True, timeout=2 * exp.prometheus.scrape_interval + 0.5)
     finally:
         _teardown(b)
 

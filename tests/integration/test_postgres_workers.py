@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,43 +12,15 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from tests.support.postgres import postgres_server
+
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_postgres(argv: list[str]) -> list[str]:
-    # PostgreSQL refuses to run as root; CI and our machines run tests as root.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *argv]
-    return argv
 
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
-    for tool in ("initdb", "pg_ctl"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} not on PATH: install PostgreSQL's server binaries")
-    # Not under pytest's tmp dir: that is private to root, and the server runs as postgres.
-    base = Path(tempfile.mkdtemp(prefix="autotune-pg-"))
-    base.chmod(0o777)
-    data = base / "data"
-    port = _free_port()
-    subprocess.run(_as_postgres(["initdb", "-D", str(data), "-U", "autotune", "--auth=trust",
-                                 "-E", "UTF8"]), check=True, capture_output=True, text=True)
-    subprocess.run(_as_postgres(["pg_ctl", "-D", str(data), "-w", "-l", str(data / "log"),
-                                 "-o", f"-h 127.0.0.1 -p {port} -k {data}", "start"]),
-                   check=True, capture_output=True)
-    try:
-        yield f"postgresql+psycopg2://autotune@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(_as_postgres(["pg_ctl", "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+    with postgres_server(prefix="autotune-pg-") as server:
+        yield server.url()
 
 
 def _experiment(tmp: Path, worker: int) -> Path:

@@ -22,10 +22,12 @@ from autotune.live import Live, Matcher, Window
 from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource
 from autotune.platforms.local.prometheus import EmbeddedPrometheus
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
 WARMUP = 3.0
+TIMEOUT = 15.0  # any wait on Prometheus's 1 s scrapes, on a busy machine
 
 
 class _Exporter(BaseHTTPRequestHandler):
@@ -74,16 +76,39 @@ def _trial(stack: tuple[EmbeddedPrometheus, str], generation: str,
     source = PrometheusSource(Prometheus(), SystemClock(), embedded=prometheus, warmup=WARMUP)
     live = _live(exporter, generation)
     source.observe(live)  # returns once both endpoints of this generation were scraped
+    up = f'up{{autotune_generation="{generation}"}}'
+
+    def both(query: str) -> bool:
+        return source._query(query, time.time()) == 2.0
+
     if fail_warmup:
         _Exporter.failing.set()
-    time.sleep(WARMUP - 1.6)
+        # No successful scrape in the warm-up before the window starts.
+        until("a warm-up without a successful scrape",
+              lambda: both(f"count(max_over_time({up}[{WARMUP:g}s]) == 0)"), TIMEOUT)
+    else:
+        # A successful scrape in the warm-up, after observe().
+        since = time.time()
+        until("a successful scrape in the warm-up",
+              lambda: both(f"count(timestamp({up} == 1) > {since:.3f})"), TIMEOUT)
     if fail_at_start:  # the last scrape before the window fails
+        since = time.time()
         _Exporter.failing.set()
-    time.sleep(1.6)
+        until("a failed scrape of both endpoints",
+              lambda: both(f"count(timestamp({up} == 0) > {since:.3f})"), TIMEOUT)
     start = time.time()
+    # The failure goes on into the window: its length is the scenario, not a wait for anything.
     time.sleep(0.3)
     _Exporter.failing.clear()
-    time.sleep(4.0)
+    cleared = time.time()
+    # Four successful scrapes of each endpoint in the window (what 4 s of 1 s scrapes gave).
+    def four_scrapes() -> bool:
+        span = f"{round((time.time() - cleared) * 1000)}ms"
+        fewest = source._query(f'min(count_over_time(work_total{{autotune_generation='
+                               f'"{generation}"}}[{span}]))', time.time())
+        return isinstance(fewest, float) and fewest >= 4
+
+    until("four successful scrapes of each endpoint in the window", four_scrapes, TIMEOUT)
     window = Window(start, time.time())
     query = (f'sum(rate(work_total{{autotune_generation="{generation}"}}'
              f'[{round(window.end - window.start)}s]))')

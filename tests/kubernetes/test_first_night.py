@@ -20,6 +20,7 @@ from autotune.study.loop import RunResult
 from tests.kubernetes.conftest import ORIGINAL_ENV, StressedMetrics, World
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
+from tests.support.rbac import assert_used_exactly_granted
 
 CANDIDATE = {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"}
 
@@ -224,8 +225,7 @@ def test_the_code_uses_exactly_the_permissions_table(world: World) -> None:
     world.target().apply(CANDIDATE)  # a run that dies; then `autotune cleanup --namespace`
     world.dies()
     stack.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig), clock=world.clock)
-    used = world.verbs()
-    assert used == {(p.verb, p.kind.plural) for p in (*NEEDED, *CLUSTER_NEEDED)}
+    assert_used_exactly_granted(world.verbs(), (*NEEDED, *CLUSTER_NEEDED))
 
 
 # --- 4. recovery that does not happen ---------------------------------------------------------

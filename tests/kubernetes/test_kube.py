@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.clock import SystemClock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.platforms.kubernetes.client import configuration, connect
 from autotune.platforms.kubernetes.errors import ApiError, reraise_as
@@ -113,12 +114,31 @@ def test_reraise_as_keeps_the_message() -> None:
     assert isinstance(e.value.__cause__, ApiError)
 
 
+def _add_pod_once_watched(world: World) -> threading.Thread:
+    """Add pod ``late`` once the waiter watches pods (the proxy saw its watch request), so that
+    the pod comes after the list, through the watch; not after a fixed delay, which a busy
+    machine may take before the wait even listed."""
+
+    def watched() -> bool:
+        return any(r.query.get("watch") == "true" and r.path.endswith("/pods")
+                   for r in list(world.proxy.requests))
+
+    def add() -> None:
+        if wait_until(SystemClock(), watched, timeout=5, every=0.01):
+            world.add_pod("late", {"app": "late"})
+
+    thread = threading.Thread(target=add, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_wait_sees_changes_through_the_watch(world: World) -> None:
     world.grant("rbac-load.yaml")  # watching pods (the load generator's permissions)
     kube = world.kube()
-    threading.Timer(0.2, lambda: world.add_pod("late", {"app": "late"})).start()
+    adder = _add_pod_once_watched(world)
     found = kube.wait(Selection(PODS, world.namespace, labels="app=late"),
                       lambda s: s.get("late"), timeout=5)
+    adder.join(timeout=5)
     assert found is not None and found["metadata"]["name"] == "late"
     watches = [r for r in world.proxy.requests if r.query.get("watch") == "true"]
     assert watches and watches[0].query["resourceVersion"], "watch from the list's version"
@@ -128,9 +148,10 @@ def test_wait_relists_after_410_gone(world: World) -> None:
     world.grant("rbac-load.yaml")  # watching pods (the load generator's permissions)
     kube = world.kube()
     world.proxy.gone_watch("/pods$")
-    threading.Timer(0.3, lambda: world.add_pod("late", {"app": "late"})).start()
+    adder = _add_pod_once_watched(world)
     found = kube.wait(Selection(PODS, world.namespace, labels="app=late"),
                       lambda s: s.get("late"), timeout=5)
+    adder.join(timeout=5)
     assert found is not None
     lists = [r for r in world.proxy.requests if r.path.endswith("/pods")
              and r.query.get("watch") != "true"]

@@ -30,6 +30,7 @@ from tests.kubernetes.conftest import (
 )
 from tests.kubernetes.fake_prometheus import TOKEN, FakePrometheus
 from tests.kubernetes.test_study import run
+from tests.support.rbac import assert_used_exactly_granted
 
 LOAD = ('\n    load: {url: "http://api.shop.svc:8080/", rate: 50, image: "example/autotune:0.1", '
         'ready_timeout: 3s}')
@@ -163,8 +164,7 @@ def test_with_every_option_on_the_code_uses_exactly_the_tables(
     world.dies()
     stack.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig),
                             clock=world.clock)
-    assert world.verbs() == {(p.verb, p.kind.plural)
-                             for p in (*needed(True, True, True), *CLUSTER_NEEDED)}
+    assert_used_exactly_granted(world.verbs(), (*needed(True, True, True), *CLUSTER_NEEDED))
 
 
 def test_validate_live_does_not_try_the_generators_series(

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autotune.platforms.kubernetes import stack
-from autotune.platforms.kubernetes.deployment import Original, env_names, env_patch, restore_patch
+from autotune.platforms.kubernetes.envpatch import Original, env_names, env_patch, restore_patch
 from autotune.platforms.kubernetes.objects import DEPLOYMENTS
 from tests.kubernetes.conftest import Plane, World, deployment_manifest, start_world
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from autotune.errors import TargetError
-from autotune.platforms.kubernetes.deployment import (
-    REPLICA_CHANGES,
+from autotune.platforms.kubernetes.deployment import REPLICA_CHANGES
+from autotune.platforms.kubernetes.envpatch import (
     Original,
     any_of,
     cpu_cores,

@@ -18,6 +18,7 @@ from autotune.report import history
 from autotune.study import nightly
 from autotune.study import storage as st
 from autotune.study.loop import DESIGN_ATTR, completed_search
+from autotune.study.night import early_stop, fingerprint, opening, records
 from autotune.study.space import settings_key
 from tests.nightly.conftest import simulated_doc
 from tests.support.simulated import Rig, rig
@@ -41,7 +42,7 @@ def _night(r: Rig, **options: Any) -> nightly.Night:
 
 
 def _record(night: nightly.Night) -> dict[str, Any]:
-    rec: dict[str, Any] = night.studies.search.user_attrs[nightly.NIGHT_PREFIX + night.id]
+    rec: dict[str, Any] = night.studies.search.user_attrs[records.NIGHT_PREFIX + night.id]
     return rec
 
 
@@ -49,7 +50,7 @@ def test_first_night_starts_the_study_and_the_next_one_continues_it(tmp_path: Pa
     r = rig(tmp_path, _exp(tmp_path))
     first = _night(r)
     assert first.opening.opened == "new" and first.studies.name == "sim"
-    recorded = first.studies.search.user_attrs[nightly.ENVIRONMENT_ATTR]
+    recorded = first.studies.search.user_attrs[opening.ENVIRONMENT_ATTR]
     assert recorded == first.opening.environment.record()
     assert recorded["fields"]["noise"] == 0.02
     rec = _record(first)
@@ -61,7 +62,7 @@ def test_first_night_starts_the_study_and_the_next_one_continues_it(tmp_path: Pa
     assert second.opening.opened == "continued" and second.studies.name == "sim"
     assert _record(second)["search_trials"] == 0
     assert second.budget.text() == "the study's search budget is spent: no search tonight"
-    assert len(nightly.nights(second.studies.storage, "sim")) == 2
+    assert len(records.nights(second.studies.storage, "sim")) == 2
 
 
 def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
@@ -80,7 +81,7 @@ def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
     assert o.changes == ("noise: 0.02 -> 0.03",)
     # The adopted recommendation first, then the old study's best, then the design around them.
     warm = [w["settings"] for w in o.warm_start]
-    assert warm[0] == adopted and len(warm) == nightly.WARM_START
+    assert warm[0] == adopted and len(warm) == opening.WARM_START
     search = sorted(second.studies.search.get_trials(), key=lambda t: t.number)
     assert [t.user_attrs["origin"] for t in search[:3]] == ["warm-start"] * 3
     assert [t.params for t in search[:3]] == warm
@@ -88,7 +89,7 @@ def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
     assert [p["origin"] for p in planned[:3]] == ["warm-start"] * 3
     assert all(p["origin"] in ("prior", "design") for p in planned[3:])
     assert len({settings_key(p["settings"]) for p in planned}) == len(planned)
-    attr = second.studies.search.user_attrs[nightly.WARM_START_ATTR]
+    attr = second.studies.search.user_attrs[opening.WARM_START_ATTR]
     assert attr["from"] == "sim" and attr["changes"] == ["noise: 0.02 -> 0.03"]
     # The old study is kept as it was, and is no longer the current one.
     old = optuna.load_study(study_name="sim", storage=r1.url)
@@ -126,8 +127,8 @@ def test_an_environment_seen_before_gets_a_new_study_of_its_own(tmp_path: Path) 
     for noise in (0.02, 0.03, 0.02, 0.03):
         r = rig(tmp_path, _exp(tmp_path, noise=noise, trials=2))
         names.append(_night(r, confirm=False).studies.name)
-    a = nightly.environment(_exp(tmp_path), {"kind": "simulated", "noise": 0.02}).id
-    b = nightly.environment(_exp(tmp_path), {"kind": "simulated", "noise": 0.03}).id
+    a = fingerprint.environment(_exp(tmp_path), {"kind": "simulated", "noise": 0.02}).id
+    b = fingerprint.environment(_exp(tmp_path), {"kind": "simulated", "noise": 0.03}).id
     assert names == ["sim", f"sim@{b}", f"sim@{a}", f"sim@{b}.2"]
 
 
@@ -135,10 +136,10 @@ def test_a_study_from_before_night_records_is_continued_and_gets_its_environment
         tmp_path: Path) -> None:
     r = rig(tmp_path, _exp(tmp_path, trials=2))
     r.run()  # the engine alone, as before: no environment recorded
-    assert nightly.ENVIRONMENT_ATTR not in r.studies().search.user_attrs
+    assert opening.ENVIRONMENT_ATTR not in r.studies().search.user_attrs
     night = _night(r, confirm=False)
     assert night.opening.opened == "continued" and night.studies.name == "sim"
-    assert nightly.ENVIRONMENT_ATTR in night.studies.search.user_attrs
+    assert opening.ENVIRONMENT_ATTR in night.studies.search.user_attrs
 
 
 def test_the_early_stop_ends_the_search_and_a_resumed_study_stays_stopped(
@@ -152,7 +153,7 @@ def test_the_early_stop_ends_the_search_and_a_resumed_study_stays_stopped(
     assert done < 40
     # The rule holds on what was recorded: the last 3 search trials were the sampler's and
     # none beat the best before them (noise 0: by anything at all).
-    points = nightly.search_points(exp, night.studies.search)
+    points = early_stop.search_points(exp, night.studies.search)
     assert [p.origin for p in points[-3:]] == ["sampler"] * 3
     before = min(p.value for p in points[:-3] if p.value is not None)
     assert all(p.value is None or p.value >= before for p in points[-3:])
@@ -190,6 +191,6 @@ def test_a_night_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
     World(tmp_path / "world.json").update(refuse_injection="chaos daemon unreachable")
     with pytest.raises(StudyError, match="in a row failed"):
         _night(r)
-    [record] = nightly.nights(st.open_storage(r.url, 10), "sim")
+    [record] = records.nights(st.open_storage(r.url, 10), "sim")
     assert record["status"] == "failed" and "in a row failed" in record["error"]
     assert "finished" in record and "verdict" not in record

@@ -11,8 +11,8 @@ import yaml
 
 from autotune.clock import FakeClock
 from autotune.experiment import parse_experiment
-from autotune.study import nightly
-from autotune.study.nightly import SearchPoint
+from autotune.study.night import budget, drift, early_stop, fingerprint, records
+from autotune.study.night.early_stop import SearchPoint
 from tests.nightly.conftest import simulated_doc
 
 
@@ -36,7 +36,7 @@ LOCAL = {
 # --- the fingerprint ------------------------------------------------------------------------
 
 def test_kubernetes_fingerprint_holds_image_and_limits_not_replicas_or_env() -> None:
-    env = nightly.environment(_exp(), KUBERNETES)
+    env = fingerprint.environment(_exp(), KUBERNETES)
     assert env.fields == {
         "target": "kubernetes", "namespace": "shop", "deployment": "api", "container": "api",
         "image": "registry.example/api:1.4.2", "cpu_limit": "2",
@@ -45,59 +45,62 @@ def test_kubernetes_fingerprint_holds_image_and_limits_not_replicas_or_env() -> 
     }
     # What the HPA and our own trials change night to night does not fork the study.
     moved = {**KUBERNETES, "replicas": 5, "env": {"GOMAXPROCS": "2"}}
-    assert nightly.environment(_exp(), moved).id == env.id
+    assert fingerprint.environment(_exp(), moved).id == env.id
 
 
 def test_unknown_fields_are_absent_not_defaulted() -> None:
-    env = nightly.environment(_exp(), KUBERNETES)
+    env = fingerprint.environment(_exp(), KUBERNETES)
     assert "cpu_request" not in env.fields  # reported as None: unknown
     assert "go_version" not in env.fields and "image_digest" not in env.fields
 
 
 def test_local_fingerprint_holds_the_load_spec_not_the_calibrated_rate() -> None:
-    env = nightly.environment(_exp(), LOCAL)
+    env = fingerprint.environment(_exp(), LOCAL)
     assert env.fields["load"] == {"rate": "auto", "auto_fraction": 0.3}
     assert "load_rate" not in env.fields and "command" not in env.fields
     calibrated = {**LOCAL, "load_rate": 188.0, "load_calibration": {"capacity": 625}}
-    assert nightly.environment(_exp(), calibrated).id == env.id
+    assert fingerprint.environment(_exp(), calibrated).id == env.id
     # The build is read from the binary before the first trial (local/gobuild.binary_facts).
-    rebuilt = nightly.environment(_exp(), {**LOCAL, "binary_sha256": "ab" * 32,
-                                           "go_version": "go1.27.3"})
+    rebuilt = fingerprint.environment(_exp(), {**LOCAL, "binary_sha256": "ab" * 32,
+                                               "go_version": "go1.27.3"})
     assert rebuilt.id != env.id and rebuilt.fields["go_version"] == "go1.27.3"
-    more_cpu = nightly.environment(_exp(), {**LOCAL, "cpus": 2.0})
+    more_cpu = fingerprint.environment(_exp(), {**LOCAL, "cpus": 2.0})
     assert more_cpu.id != env.id
-    assert nightly.environment_changes(env.fields, more_cpu.fields) == ["cpus: 1.0 -> 2.0"]
+    assert fingerprint.environment_changes(env.fields, more_cpu.fields) == ["cpus: 1.0 -> 2.0"]
 
 
 def test_simulated_fingerprint_is_its_noise_not_its_state_file() -> None:
-    a = nightly.environment(_exp(), {"kind": "simulated", "noise": 0.02, "state_file": "w1.json"})
-    b = nightly.environment(_exp(), {"kind": "simulated", "noise": 0.02, "state_file": "w2.json"})
-    c = nightly.environment(_exp(), {"kind": "simulated", "noise": 0.03, "state_file": "w1.json"})
+    a = fingerprint.environment(_exp(), {"kind": "simulated", "noise": 0.02,
+                                         "state_file": "w1.json"})
+    b = fingerprint.environment(_exp(), {"kind": "simulated", "noise": 0.02,
+                                         "state_file": "w2.json"})
+    c = fingerprint.environment(_exp(), {"kind": "simulated", "noise": 0.03,
+                                         "state_file": "w1.json"})
     assert a.id == b.id != c.id
-    assert nightly.environment_changes(a.fields, c.fields) == ["noise: 0.02 -> 0.03"]
+    assert fingerprint.environment_changes(a.fields, c.fields) == ["noise: 0.02 -> 0.03"]
 
 
 def test_the_stress_profile_is_part_of_the_environment() -> None:
     described = {"kind": "simulated", "noise": 0.02}
     harder = simulated_doc()
     harder["chaos"] = {"stress": {"workers": 4, "load": 100}}
-    a = nightly.environment(_exp(), described)
-    b = nightly.environment(parse_experiment(yaml.safe_dump(harder)), described)
+    a = fingerprint.environment(_exp(), described)
+    b = fingerprint.environment(parse_experiment(yaml.safe_dump(harder)), described)
     assert a.id != b.id
-    [change] = nightly.environment_changes(a.fields, b.fields)
+    [change] = fingerprint.environment_changes(a.fields, b.fields)
     assert change.startswith("stress: ") and '"workers": 4' in change
 
 
 def test_the_id_survives_a_round_trip_through_the_storage() -> None:
-    env = nightly.environment(_exp(), KUBERNETES)
+    env = fingerprint.environment(_exp(), KUBERNETES)
     stored = json.loads(json.dumps(env.record()))
-    assert nightly.environment_id(stored["fields"]) == env.id == stored["id"]
+    assert fingerprint.environment_id(stored["fields"]) == env.id == stored["id"]
     assert len(env.id) == 8
 
 
 def test_a_field_that_appears_or_disappears_is_a_change() -> None:
-    assert nightly.environment_changes({"a": 1}, {"a": 1, "b": "x"}) == ["b: absent -> x"]
-    assert nightly.environment_changes({"a": 1, "b": None}, {"a": 1}) == ["b: null -> absent"]
+    assert fingerprint.environment_changes({"a": 1}, {"a": 1, "b": "x"}) == ["b: absent -> x"]
+    assert fingerprint.environment_changes({"a": 1, "b": None}, {"a": 1}) == ["b: null -> absent"]
 
 
 # --- the early stop -------------------------------------------------------------------------
@@ -110,63 +113,63 @@ def _points(values: list[float | None], origins: str) -> list[SearchPoint]:
 
 def test_stops_when_k_sampler_trials_do_not_beat_the_best_by_the_noise() -> None:
     points = _points([10.0, 8.0, 7.9, 7.7, 9.0], "qqsss")
-    reason = nightly.stalled(points, patience=3, noise=0.05, minimize=True)
+    reason = early_stop.stalled(points, patience=3, noise=0.05, minimize=True)
     assert reason is not None and reason.startswith("converged") and "#2..#4" in reason
 
 
 def test_an_improvement_beyond_the_noise_keeps_searching() -> None:
     points = _points([10.0, 8.0, 7.9, 7.5, 9.0], "qqsss")  # 7.5 is 6.25% below 8.0
-    assert nightly.stalled(points, patience=3, noise=0.05, minimize=True) is None
+    assert early_stop.stalled(points, patience=3, noise=0.05, minimize=True) is None
 
 
 def test_maximizing_mirrors_minimizing() -> None:
-    assert nightly.stalled(_points([1.0, 2.0, 2.05, 1.9, 2.08], "qqsss"), patience=3,
-                           noise=0.05, minimize=False) is not None
-    assert nightly.stalled(_points([1.0, 2.0, 2.05, 1.9, 2.2], "qqsss"), patience=3,
-                           noise=0.05, minimize=False) is None
+    assert early_stop.stalled(_points([1.0, 2.0, 2.05, 1.9, 2.08], "qqsss"), patience=3,
+                              noise=0.05, minimize=False) is not None
+    assert early_stop.stalled(_points([1.0, 2.0, 2.05, 1.9, 2.2], "qqsss"), patience=3,
+                              noise=0.05, minimize=False) is None
 
 
 def test_queued_points_never_count_towards_the_stop() -> None:
     # The design's spread-out points are worse on purpose; the sampler has not had its K yet.
-    assert nightly.stalled(_points([5.0, 9.0, 9.5, 9.9, 8.8], "wqqqs"), patience=3,
-                           noise=0.05, minimize=True) is None
+    assert early_stop.stalled(_points([5.0, 9.0, 9.5, 9.9, 8.8], "wqqqs"), patience=3,
+                              noise=0.05, minimize=True) is None
 
 
 def test_no_stop_without_a_feasible_best_before_the_window_or_too_few_trials() -> None:
-    assert nightly.stalled(_points([None, 9.0, 9.1, 9.2], "qsss"), patience=3, noise=0.05,
-                           minimize=True) is None
-    assert nightly.stalled(_points([5.0, 9.0, 9.1], "sss"), patience=3, noise=0.05,
-                           minimize=True) is None
+    assert early_stop.stalled(_points([None, 9.0, 9.1, 9.2], "qsss"), patience=3, noise=0.05,
+                              minimize=True) is None
+    assert early_stop.stalled(_points([5.0, 9.0, 9.1], "sss"), patience=3, noise=0.05,
+                              minimize=True) is None
 
 
 def test_infeasible_trials_never_improve_the_best() -> None:
-    assert nightly.stalled(_points([5.0, None, None, None], "qsss"), patience=3, noise=0.0,
-                           minimize=True) is not None
+    assert early_stop.stalled(_points([5.0, None, None, None], "qsss"), patience=3, noise=0.0,
+                              minimize=True) is not None
 
 
 def test_noise_is_the_relative_range_of_the_repeats() -> None:
-    assert nightly.baseline_noise([6.4, 6.5, 7.0]) == pytest.approx(0.6 / 6.5)
-    assert nightly.baseline_noise([6.4]) is None
-    assert nightly.baseline_noise([0.0, 0.0]) is None
+    assert early_stop.baseline_noise([6.4, 6.5, 7.0]) == pytest.approx(0.6 / 6.5)
+    assert early_stop.baseline_noise([6.4]) is None
+    assert early_stop.baseline_noise([0.0, 0.0]) is None
 
 
 # --- the night's budget ---------------------------------------------------------------------
 
 def test_fit_keeps_the_reserved_trials() -> None:
-    assert nightly.fit_trials(3600, 0, 60, 15) == 45
-    assert nightly.fit_trials(3600, 3000, 60, 15) == 0
+    assert budget.fit_trials(3600, 0, 60, 15) == 45
+    assert budget.fit_trials(3600, 3000, 60, 15) == 0
     with pytest.raises(ValueError):
-        nightly.fit_trials(3600, 0, 0, 1)
+        budget.fit_trials(3600, 0, 0, 1)
 
 
-def _budget(deadline: float | None, per: float, reserved: int) -> nightly.Budget:
-    return nightly.Budget(deadline=deadline, trial_seconds=per, measured="test", reserved=reserved,
-                          queued=0, remaining=100, search_trials=None)
+def _budget(deadline: float | None, per: float, reserved: int) -> budget.Budget:
+    return budget.Budget(deadline=deadline, trial_seconds=per, measured="test", reserved=reserved,
+                         queued=0, remaining=100, search_trials=None)
 
 
 def test_the_rule_stops_when_a_trial_and_the_reserve_no_longer_fit() -> None:
     clock = FakeClock()
-    rule = nightly.NightRule(_exp(), clock, _budget(1000.0, 50.0, 4))
+    rule = early_stop.NightRule(_exp(), clock, _budget(1000.0, 50.0, 4))
     studies: Any = None  # no early stop configured: the rule does not look at the studies
     assert rule(studies, []) is None  # 0 + 50 * 5 <= 1000
     clock.sleep(750)
@@ -180,7 +183,7 @@ def test_the_rule_stops_when_a_trial_and_the_reserve_no_longer_fit() -> None:
 
 def test_without_a_deadline_the_rule_never_stops_the_night() -> None:
     clock = FakeClock()
-    rule = nightly.NightRule(_exp(), clock, _budget(None, 50.0, 4))
+    rule = early_stop.NightRule(_exp(), clock, _budget(None, 50.0, 4))
     clock.sleep(10**6)
     assert rule(None, []) is None  # type: ignore[arg-type]
 
@@ -191,10 +194,10 @@ RECOMMENDATION = {"night": "20261201T010000Z.1", "study": "api",
                   "settings": {"GOMAXPROCS": 2, "gc": 2000}}
 
 
-def _judge(recommended: list[float], production: list[float]) -> nightly.Drift:
-    return nightly.judge_drift(recommended, production, metric="p99", direction="minimize",
-                               recommendation=RECOMMENDATION,
-                               production_settings={"GOMAXPROCS": None, "gc": 0})
+def _judge(recommended: list[float], production: list[float]) -> drift.Drift:
+    return drift.judge_drift(recommended, production, metric="p99", direction="minimize",
+                             recommendation=RECOMMENDATION,
+                             production_settings={"GOMAXPROCS": None, "gc": 0})
 
 
 def test_still_best_when_the_recommendation_is_significantly_better() -> None:
@@ -226,18 +229,18 @@ def test_last_recommendation_is_the_newest_finished_adopt() -> None:
          "verdict": {"verdict": "inconclusive", "candidate": {"settings": {"GOMAXPROCS": 4}}}},
         {"night": "c", "started": "2026-12-03T01:00:00+00:00", "status": "interrupted"},
     ]
-    assert nightly.last_recommendation(nights) == {"night": "a", "study": None,
+    assert records.last_recommendation(nights) == {"night": "a", "study": None,
                                                    "settings": {"GOMAXPROCS": 2}}
-    assert nightly.last_recommendation(nights[1:]) is None
+    assert records.last_recommendation(nights[1:]) is None
 
 
 def test_no_drift_check_without_a_recommendation_or_when_it_is_production() -> None:
     exp = _exp()
-    assert nightly.drift_skip_reason(exp, None, True) == (
+    assert drift.drift_skip_reason(exp, None, True) == (
         "no earlier night adopted a recommendation")
     production = {"night": "a", "settings": {"GOMAXPROCS": None, "gc": 0}}
-    assert "is the production setting" in str(nightly.drift_skip_reason(exp, production, True))
+    assert "is the production setting" in str(drift.drift_skip_reason(exp, production, True))
     outside = {"night": "a", "settings": {"GOMAXPROCS": 3, "gc": 0}}
-    assert "outside" in str(nightly.drift_skip_reason(exp, outside, True))
-    assert nightly.drift_skip_reason(exp, RECOMMENDATION, True) is None
-    assert "--no-confirm" in str(nightly.drift_skip_reason(exp, RECOMMENDATION, False))
+    assert "outside" in str(drift.drift_skip_reason(exp, outside, True))
+    assert drift.drift_skip_reason(exp, RECOMMENDATION, True) is None
+    assert "--no-confirm" in str(drift.drift_skip_reason(exp, RECOMMENDATION, False))

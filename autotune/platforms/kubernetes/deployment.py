@@ -8,10 +8,12 @@ rollout.py: new generation observed, every replica of the *new ReplicaSet* avail
 pod left) and checks that the running pods carry the candidate env.
 
 ``restore()`` puts the original entries back byte for byte (a value or a ``valueFrom``) *and*
-their order (``$setElementOrder/env``): a deleted variable would otherwise come back at the end
-of the list (strategic merge appends), the pod template would differ from the original, and
-the Deployment would keep a new ReplicaSet instead of returning to the original one. At 0
-replicas it restores and forgets without waiting for pods that will not come.
+their order, so the Deployment returns to its original ReplicaSet. At 0 replicas it restores
+and forgets without waiting for pods that will not come.
+
+The patches themselves, and the reading of Deployment and pod JSON, are pure functions in
+envpatch.py (with the strategic merge patch semantics they rely on); this module makes the API
+calls: it reads, patches, watches and verifies.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ import json
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,22 @@ from autotune.insight import podlog, schedtrace
 from autotune.live import Live, Matcher, Window
 from autotune.platforms.kubernetes import writers
 from autotune.platforms.kubernetes.client import Kube
+from autotune.platforms.kubernetes.envpatch import (
+    Original,
+    annotation_patch,
+    any_of,
+    container_status,
+    entry_value,
+    env_entries,
+    env_names,
+    env_patch,
+    find_container,
+    gomaxprocs_note,
+    pod_container,
+    restore_patch,
+    shown_entry,
+    unusable_reason,
+)
 from autotune.platforms.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
 from autotune.platforms.kubernetes.lease import RunLease
 from autotune.platforms.kubernetes.loadgen import LoadGenerator
@@ -42,14 +59,12 @@ from autotune.platforms.kubernetes.objects import (
     CONFIGMAPS,
     DEPLOYMENTS,
     NODES,
-    ORIGINAL_ENV_ANNOTATION,
     POD_TEMPLATE_HASH,
     PODS,
     REPLICASETS,
     Obj,
     PodPlacement,
     Selection,
-    full_name,
     one,
     selector_of,
 )
@@ -72,13 +87,6 @@ log = logging.getLogger(__name__)
 
 GODEBUG = "GODEBUG"
 
-_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
-
-
-def any_of(values: Sequence[str]) -> str:
-    """A PromQL regex matching exactly one of the values (targets may not import metrics)."""
-    return "|".join(_RE2_SPECIAL.sub(r"\\\1", v) for v in sorted(values))
-
 
 class StressGuard:
     """Shared by the target and the injector of one run: once a stress could not be confirmed
@@ -93,170 +101,6 @@ class StressGuard:
     def check(self) -> None:
         if self.stuck is not None:
             raise self.stuck
-
-
-# --- the saved original ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Original:
-    """The env entries of the tuned variables as found (None: the variable was not set), and
-    the order of the container's whole env list (names only: other values are not ours)."""
-
-    container: str
-    env: Mapping[str, Obj | None]
-    study: str
-    saved_at: str
-    order: tuple[str, ...] = ()
-
-    def to_json(self) -> str:
-        return json.dumps({"container": self.container, "env": dict(self.env),
-                           "order": list(self.order), "study": self.study,
-                           "saved_at": self.saved_at}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Original:
-        data = json.loads(text)
-        return cls(container=str(data["container"]), env=dict(data["env"]),
-                   study=str(data.get("study", "")), saved_at=str(data.get("saved_at", "")),
-                   order=tuple(str(n) for n in data.get("order") or ()))
-
-    @classmethod
-    def of(cls, deployment: Obj) -> Original | None:
-        text = (deployment.get("metadata", {}).get("annotations") or {}).get(
-            ORIGINAL_ENV_ANNOTATION)
-        if not text:
-            return None
-        try:
-            return cls.from_json(text)
-        except (ValueError, KeyError, TypeError) as e:
-            raise TargetProblem(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
-                                f"{full_name(deployment)} is not autotune's format ({e}); "
-                                "restore the env by hand and remove the annotation") from None
-
-
-def _container_patch(container: str, entries: list[Obj],
-                     order: Sequence[str] | None = None) -> Obj:
-    patch: Obj = {"name": container, "env": entries}
-    if order is not None:
-        # apimachinery/pkg/util/strategicpatch/patch.go: "$setElementOrder/<list>" gives the
-        # order of the merged list, as kubectl apply sends it.
-        patch["$setElementOrder/env"] = [{"name": n} for n in order]
-    return {"spec": {"template": {"spec": {"containers": [patch]}}}}
-
-
-def env_patch(container: str, env: Env) -> Obj:
-    """Set (or, for None, delete) exactly these variables; other env entries are untouched.
-
-    ``valueFrom: null`` drops a reference the variable may have had, so the entry is valid.
-    """
-    entries: list[Obj] = []
-    for var, value in env.items():
-        if value is None:
-            entries.append({"name": var, "$patch": "delete"})
-        else:
-            entries.append({"name": var, "value": value, "valueFrom": None})
-    return _container_patch(container, entries)
-
-
-def restore_order(original: Original, current: Sequence[str]) -> list[str] | None:
-    """The env order after a restore: the original order of the names that will exist, then
-    names someone else added meanwhile, in their current order. None: order unknown."""
-    if not original.order:
-        return None
-    present = set(current) - {v for v, e in original.env.items() if e is None}
-    present |= {v for v, e in original.env.items() if e is not None}
-    first = [n for n in original.order if n in present]
-    return first + [n for n in current if n in present and n not in first]
-
-
-def restore_patch(original: Original, current: Sequence[str] = ()) -> Obj:
-    """Put the original entries back (a value or a reference), or delete the ones we added,
-    in the original order of the env list (``current``: the names in the list now)."""
-    order = restore_order(original, current)
-    puts: list[Obj] = []
-    deletes: list[Obj] = []
-    for var, entry in original.env.items():
-        if entry is None:
-            deletes.append({"name": var, "$patch": "delete"})
-        elif "valueFrom" in entry:
-            puts.append({**entry, "name": var, "value": None})
-        else:
-            # The API server omits an empty value ({"name": X} is X=""): say "" explicitly, or
-            # the merge would keep the candidate's value.
-            puts.append({**entry, "name": var, "value": entry.get("value", ""),
-                         "valueFrom": None})
-    if order is not None:
-        # apimachinery strategicpatch/patch.go validatePatchWithSetOrderList: the entries that
-        # are not deletions must come in the order of $setElementOrder, or the API server
-        # rejects the whole patch (500) and the Deployment stays on the candidate.
-        rank = {name: i for i, name in enumerate(order)}
-        puts.sort(key=lambda e: rank[str(e["name"])])
-    return _container_patch(original.container, puts + deletes, order)
-
-
-def annotation_patch(original: Original | None) -> Obj:
-    return {"metadata": {"annotations": {
-        ORIGINAL_ENV_ANNOTATION: original.to_json() if original is not None else None}}}
-
-
-# --- reading Deployments and pods -----------------------------------------------------------
-
-def find_container(deployment: Obj, name: str) -> Obj:
-    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get(
-        "containers") or []
-    for c in containers:
-        if c.get("name") == name:
-            return dict(c)
-    names = ", ".join(str(c.get("name")) for c in containers) or "none"
-    raise TargetProblem(f"Deployment {full_name(deployment)} has no container {name!r} "
-                        f"(containers: {names}); fix target.kubernetes.container")
-
-
-def env_entries(container: Obj) -> dict[str, Obj]:
-    return {str(e.get("name")): dict(e) for e in container.get("env") or []}
-
-
-def env_names(container: Obj) -> list[str]:
-    return [str(e.get("name")) for e in container.get("env") or []]
-
-
-def pod_container(pod: Obj, name: str) -> Obj:
-    for c in pod.get("spec", {}).get("containers") or []:
-        if c.get("name") == name:
-            return dict(c)
-    return {}
-
-
-def container_status(pod: Obj, name: str) -> Obj:
-    for s in pod.get("status", {}).get("containerStatuses") or []:
-        if s.get("name") == name:
-            return dict(s)
-    return {}
-
-
-def cpu_cores(quantity: object) -> float | None:
-    """A Kubernetes CPU quantity ("500m", "2", 1.5) in cores."""
-    if quantity is None:
-        return None
-    text = str(quantity).strip()
-    try:
-        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
-    except ValueError:
-        return None
-
-
-def gomaxprocs_note(cpu_limit: object, gomaxprocs: str | None) -> str:
-    """What GOMAXPROCS the service gets when the variable is unset (the baseline)."""
-    if gomaxprocs is not None:
-        return f"GOMAXPROCS={gomaxprocs} is set in the Deployment: the runtime uses it"
-    cores = cpu_cores(cpu_limit)
-    if cores is None:
-        return ("GOMAXPROCS unset and no CPU limit: the Go runtime uses the node's CPU count")
-    return (f"GOMAXPROCS unset: Go >= 1.25 uses the CPU limit ({cores:g}), "
-            f"max(2, ceil) = {max(2, math.ceil(cores))}, re-checked every second; older Go uses "
-            "the node's CPU count, or with automaxprocs max(1, floor) = "
-            f"{max(1, math.floor(cores))}")
-
 
 
 # --- the target -----------------------------------------------------------------------------
@@ -318,8 +162,8 @@ class KubernetesTarget:
             "memory_limit": _str_or_none((resources.get("limits") or {}).get("memory")),
             "image_ids": self._image_ids(dep),
             "node_types": self._node_types(dep),
-            "env": {v: _shown(env.get(v)) for v in self.variables},
-            "gomaxprocs_default": gomaxprocs_note(limit, _value(env.get("GOMAXPROCS"))),
+            "env": {v: shown_entry(env.get(v)) for v in self.variables},
+            "gomaxprocs_default": gomaxprocs_note(limit, entry_value(env.get("GOMAXPROCS"))),
             "on_finish": self.spec.on_finish,
             "autoscaler": self.autoscaler(),
             "replica_changes": REPLICA_CHANGES,
@@ -420,7 +264,7 @@ class KubernetesTarget:
                     f"{self.where}: GODEBUG is set from {source}, not as a "
                     "value: measure.schedtrace cannot add schedtrace= to it. Set GODEBUG as a "
                     "plain value, or turn measure.schedtrace off")
-            base = _value(entry)
+            base = entry_value(entry)
         return {**env, GODEBUG: schedtrace.merge_godebug(base, self.schedtrace_ms)
                 if measured else base}
 
@@ -465,10 +309,10 @@ class KubernetesTarget:
         with reraise_as(TargetError):
             dep = self._deployment()
         declared = env_entries(find_container(dep, self.spec.container))
-        wrong = [f"{v}={_shown(declared.get(v)) or 'unset'} (want {value or 'unset'})"
+        wrong = [f"{v}={shown_entry(declared.get(v)) or 'unset'} (want {value or 'unset'})"
                  for v, value in live.env.items()
                  if (declared.get(v) is None) != (value is None)
-                 or (value is not None and _value(declared.get(v)) != value)]
+                 or (value is not None and entry_value(declared.get(v)) != value)]
         if not wrong:
             return
         who = writers.changed_by(dep, self.spec.container)
@@ -648,7 +492,7 @@ class KubernetesTarget:
         if not pods:
             raise TargetProblem(f"{self.where} has no running pod")
         env = env_entries(find_container(dep, self.spec.container))
-        return self._live(dep, new, pods, {v: _value(env.get(v)) for v in self.variables})
+        return self._live(dep, new, pods, {v: entry_value(env.get(v)) for v in self.variables})
 
     # --- internals ----------------------------------------------------------------------
 
@@ -799,9 +643,9 @@ class KubernetesTarget:
             seen = env_entries(pod_container(pod, self.spec.container))
             for var, value in env.items():
                 entry = seen.get(var)
-                actual = _value(entry) if entry is not None else None
+                actual = entry_value(entry) if entry is not None else None
                 if (entry is None) != (value is None) or actual != value:
-                    wrong.append(f"{name}: {var}={_shown(entry)} (want "
+                    wrong.append(f"{name}: {var}={shown_entry(entry)} (want "
                                  f"{'unset' if value is None else value})")
         if wrong:
             raise TargetError(f"the pods of {self.where} do not run the candidate env "
@@ -852,17 +696,6 @@ REPLICA_CHANGES = (
     "pods: pin the HPA (minReplicas = maxReplicas) for the study when trials must see equal load")
 
 
-def unusable_reason(dep: Obj) -> str | None:
-    """Why this Deployment cannot be tuned now, or None."""
-    spec = dep.get("spec", {})
-    if spec.get("paused"):
-        return ("is paused: its controller would never roll a candidate out. Resume it "
-                "(kubectl rollout resume) before tuning")
-    if int(spec.get("replicas", 1)) < 1:
-        return "has 0 replicas: there is nothing to measure"
-    return None
-
-
 def _placement(live: Live) -> PodPlacement:
     if not isinstance(live.placement, PodPlacement):
         raise TargetError("the live candidate was not started by the Kubernetes target")
@@ -886,21 +719,6 @@ def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,
 def _runnable_p999(trace: schedtrace.Trace) -> int:
     counts = [s.runqueue + sum(s.local) for s in trace.samples]
     return schedtrace.p999(counts) if counts else -1
-
-
-def _value(entry: Obj | None) -> str | None:
-    if entry is None or "value" not in entry:
-        return None
-    return str(entry["value"])
-
-
-def _shown(entry: Obj | None) -> str | None:
-    """An env entry for reports: its value, or where it comes from (never a secret's value)."""
-    if entry is None:
-        return None
-    if "valueFrom" in entry and entry["valueFrom"] is not None:
-        return f"<from {', '.join(sorted(entry['valueFrom']))}>"
-    return _value(entry)
 
 
 def _str_or_none(value: object) -> str | None:

@@ -8,43 +8,44 @@ Prometheus, while the current one runs (see ``autotune.platforms.local.prometheu
 that got taken in the meantime is not used, and its generation number is skipped, so a label is
 only ever on series from our own processes of that generation.
 
-With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibrate``).
+With ``load.rate: auto`` the first ``apply`` calibrates the load once (``calibrate_load``:
+calibrate.py chooses the rates, loadgen.py measures each). The noise probe is noise.py.
 
 Secrets stay where they are used (see ``autotune.redaction``). The service gets autotune's
 environment without autotune's own variables (``AUTOTUNE_*``, the storage URL among them) and
 without the variable ``prometheus.token_env`` names, plus its ``env`` and the candidate's; the load
 generator gets only PATH, HOME, the locale and the Go runtime's variables. The load's headers and
 body reach the generator through a memory file it reads at start, never its argv (which any user
-can read in /proc) nor the disk. ``describe()`` (the study's record of the target, the nightly
-fingerprint, the reports) keeps the header names, the values of the content headers and the
-body's size; the command's arguments without the credentials of URLs and the values of
-arguments named like secrets.
+can read in /proc) nor the disk (loadgen.py starts it). ``describe()`` (the study's record of the
+target, the nightly fingerprint, the reports) keeps the header names, the values of the content
+headers and the body's size; the command's arguments without the credentials of URLs and the
+values of arguments named like secrets.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import re
 import shutil
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from autotune import pids, redaction
+from autotune import redaction
 from autotune.clock import Clock, wait_until
-from autotune.errors import PrerequisiteError, TargetError
+from autotune.errors import TargetError
 from autotune.experiment.models import Experiment, LocalTarget
 from autotune.insight import capture, schedtrace
 from autotune.live import Live, Matcher, Window
 from autotune.platforms.local import calibrate, cgroups, gobuild, proc
 from autotune.platforms.local.cgroups import CpuLimit
+from autotune.platforms.local.loadgen import LoadGenerator
+from autotune.platforms.local.noise import HostNoise
 from autotune.platforms.local.ports import free_port, port_free
 from autotune.targets.base import Env, NoiseProbe
 
@@ -54,8 +55,7 @@ SERVICE_JOB = "autotune-service"
 LOADGEN_JOB = "autotune-loadgen"
 GENERATION_LABEL = "autotune_generation"
 POLL = 0.01
-"""Seconds between health checks while a process comes up."""
-LOADGEN_READY_TIMEOUT = 10.0
+"""Seconds between health checks while the service comes up."""
 
 Announce = Callable[[Mapping[str, str], Mapping[str, str]], None]
 
@@ -90,6 +90,8 @@ class LocalService:
         self.exp, self.spec = exp, exp.target.local
         self.limit, self.registry, self.logs, self.clock = limit, registry, logs, clock
         self._resolve, self.announce, self._prepare = resolve, announce, prepare
+        self.load_generator = LoadGenerator(self.spec.load, limit, registry, logs, clock,
+                                            self.resolve)
         self._binaries: dict[str, Path] = {}
         self._used_ports: set[int] = set()
         self.port = self.spec.port or 0
@@ -255,8 +257,8 @@ class LocalService:
         try:
             self.service = self._start_service(env, self.port)
             since = self.clock.now()
-            self.loadgen = self._start_loadgen(rate, self.port, self.load_port,
-                                               int(self.exp.max_trial_seconds) + 60)
+            self.loadgen = self.load_generator.start(rate, self.port, self.load_port,
+                                                     int(self.exp.max_trial_seconds) + 60)
         finally:
             self._plan_next()  # also after a failure: the next apply should not wait either
         details: dict[str, Any] = {"pid": self.service.pid, "generation": self.generation,
@@ -311,64 +313,6 @@ class LocalService:
             facts["go_version"] = version.group(1)
         return facts
 
-    def _start_loadgen(self, rate: float, port: int, load_port: int,
-                       max_seconds: int) -> proc.Process:
-        """Start the load generator (it sends at once: the service must already be healthy)
-        and wait until its metrics endpoint answers."""
-        load = self.spec.load
-        argv = [
-            str(self.resolve("loadgen")),
-            "-target", f"http://127.0.0.1:{port}{load.path}",
-            "-rate", f"{rate:g}",
-            "-listen", f"127.0.0.1:{load_port}",
-            "-connections", str(load.connections),
-            "-method", load.method,
-            "-timeout", f"{load.timeout:g}s",
-            # A dead-man switch: the load stops by itself even if we are killed.
-            "-max-duration", f"{max_seconds}s",
-        ]
-        with self._request_file() as request:
-            gen = proc.start(argv + request, role="loadgen", env=redaction.tool_env(),
-                             registry=self.registry, log_path=self.logs / "loadgen.log",
-                             cgroup_procs=self.limit.procs_files("tools"))
-            self._await_loadgen(gen, load_port)
-        return gen
-
-    @contextlib.contextmanager
-    def _request_file(self) -> Iterator[list[str]]:
-        """The arguments that give the generator the load's headers and body: a memory file
-        of ours (never on disk), which it opens by ``/proc/<our pid>/fd/<n>`` and reads as it
-        starts; closed once it is up. Not its argv, which any user can read in /proc."""
-        load = self.spec.load
-        if not load.headers and not load.body:
-            yield []
-            return
-        fd = os.memfd_create("autotune-load-request", os.MFD_CLOEXEC)
-        try:
-            with open(fd, "wb", closefd=False) as f:
-                f.write(json.dumps({"headers": dict(load.headers), "body": load.body}).encode())
-            yield ["-request-file", f"/proc/{os.getpid()}/fd/{fd}"]
-        finally:
-            os.close(fd)
-
-    def _await_loadgen(self, gen: proc.Process, load_port: int) -> None:
-        url = f"http://127.0.0.1:{load_port}/healthz"
-
-        def up() -> bool:
-            if not gen.running():
-                raise PrerequisiteError(f"the load generator exited: {gen.tail()}")
-            try:
-                return requests.get(url, timeout=1.0).status_code == 200
-            except requests.RequestException:
-                return False
-
-        try:
-            wait_until(self.clock, up, LOADGEN_READY_TIMEOUT, POLL, error=lambda _: TargetError(
-                f"the load generator did not come up in {LOADGEN_READY_TIMEOUT:g}s"))
-        except BaseException:
-            gen.stop(clock=self.clock)
-            raise
-
     # --- load calibration ------------------------------------------------------------------
 
     def _load_rate(self) -> float:
@@ -412,25 +356,7 @@ class LocalService:
         if not service.running():
             raise calibrate.StepFailed(f"the service exited (code {service.returncode}) during "
                                        f"the calibration; last output:\n{service.tail()}")
-        load_port = self._fresh_port()
-        gen = self._start_loadgen(rate, port, load_port, 60)
-        url = f"http://127.0.0.1:{load_port}/metrics"
-
-        def counters() -> calibrate.Counters:
-            try:
-                return calibrate.parse_counters(requests.get(url, timeout=2.0).text)
-            except (requests.RequestException, ValueError) as e:
-                raise calibrate.StepFailed(f"reading the load generator at {rate:g}/s: "
-                                           f"{e}") from None
-
-        try:
-            self.clock.sleep(calibrate.SETTLE)
-            before, t0 = counters(), self.clock.monotonic()
-            self.clock.sleep(calibrate.SPAN)
-            after, t1 = counters(), self.clock.monotonic()
-        finally:
-            gen.stop(clock=self.clock)
-        return calibrate.Step.between(rate, t1 - t0, before, after)
+        return self.load_generator.measure(rate, port, self._fresh_port())
 
     # --- the rest of the protocol ----------------------------------------------------------
 
@@ -498,35 +424,3 @@ class LocalService:
 
     def noise_probe(self) -> NoiseProbe | None:
         return HostNoise(self.limit, self.registry)
-
-
-def _host_busy_seconds() -> float:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-class HostNoise:
-    """CPU used on the host by processes that are not ours, in cores, over begin..end."""
-
-    def __init__(self, limit: CpuLimit, registry: proc.Registry) -> None:
-        self.limit, self.registry = limit, registry
-        self._start: tuple[float, float, float] | None = None
-
-    def _ours(self) -> float:
-        usage = self.limit.usage_seconds()
-        if usage is None:  # affinity: no cgroup accounting; count our live processes
-            members = [m for e in self.registry.entries() for m in proc.group_members(e.pid)]
-            usage = sum(pids.cpu_seconds(m) for m in members)
-        return usage + pids.cpu_seconds(os.getpid())
-
-    def begin(self) -> None:
-        # Real time, not the injected clock: it divides real CPU seconds.
-        self._start = (time.monotonic(), _host_busy_seconds(), self._ours())
-
-    def end(self) -> float:
-        assert self._start is not None, "begin() first"
-        t0, busy0, ours0 = self._start
-        elapsed = max(1e-3, time.monotonic() - t0)
-        foreign = (_host_busy_seconds() - busy0) - (self._ours() - ours0)
-        return max(0.0, foreign / elapsed)

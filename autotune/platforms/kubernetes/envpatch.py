@@ -1,0 +1,230 @@
+"""The env patches of the Kubernetes target, and the readings of Deployment and pod JSON the
+target needs (its container, env entries, CPU limit, the pods' name regex): pure functions of
+plain JSON dicts (no API call, no clock), so every patch can be checked byte for byte
+(tests/kubernetes/golden) and the Target (deployment.py) only sends them.
+
+The patches are strategic merge patches of the pod template's ``containers`` list, merged by
+``name`` as apimachinery does (k8s.io/apimachinery/pkg/util/strategicpatch/patch.go):
+
+- ``env_patch`` sets exactly the tuned variables (``value``, with ``valueFrom: null`` so a
+  reference the variable had is dropped) or deletes them (``$patch: delete``); other entries
+  are left alone.
+- ``restore_patch`` puts the ``Original`` entries back byte for byte (a value or a
+  ``valueFrom``) *and* their order, with ``$setElementOrder/env`` as ``kubectl apply`` sends
+  it: a deleted variable would otherwise come back at the end of the list (strategic merge
+  appends), the pod template would differ from the original, and the Deployment would keep a
+  new ReplicaSet instead of returning to the original one. The entries that are not deletions
+  must come in that order (validatePatchWithSetOrderList), or the API server rejects the
+  whole patch.
+- ``annotation_patch`` records (or, for None, removes) the ``Original`` on the Deployment
+  (objects.ORIGINAL_ENV_ANNOTATION), so a later run can undo a dead one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autotune.platforms.kubernetes.errors import TargetProblem
+from autotune.platforms.kubernetes.objects import ORIGINAL_ENV_ANNOTATION, Obj, full_name
+from autotune.targets.base import Env
+
+_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def any_of(values: Sequence[str]) -> str:
+    """A PromQL regex matching exactly one of the values (targets may not import metrics)."""
+    return "|".join(_RE2_SPECIAL.sub(r"\\\1", v) for v in sorted(values))
+
+
+# --- the saved original ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Original:
+    """The env entries of the tuned variables as found (None: the variable was not set), and
+    the order of the container's whole env list (names only: other values are not ours)."""
+
+    container: str
+    env: Mapping[str, Obj | None]
+    study: str
+    saved_at: str
+    order: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"container": self.container, "env": dict(self.env),
+                           "order": list(self.order), "study": self.study,
+                           "saved_at": self.saved_at}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Original:
+        data = json.loads(text)
+        return cls(container=str(data["container"]), env=dict(data["env"]),
+                   study=str(data.get("study", "")), saved_at=str(data.get("saved_at", "")),
+                   order=tuple(str(n) for n in data.get("order") or ()))
+
+    @classmethod
+    def of(cls, deployment: Obj) -> Original | None:
+        text = (deployment.get("metadata", {}).get("annotations") or {}).get(
+            ORIGINAL_ENV_ANNOTATION)
+        if not text:
+            return None
+        try:
+            return cls.from_json(text)
+        except (ValueError, KeyError, TypeError) as e:
+            raise TargetProblem(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
+                                f"{full_name(deployment)} is not autotune's format ({e}); "
+                                "restore the env by hand and remove the annotation") from None
+
+
+def _container_patch(container: str, entries: list[Obj],
+                     order: Sequence[str] | None = None) -> Obj:
+    patch: Obj = {"name": container, "env": entries}
+    if order is not None:
+        # apimachinery/pkg/util/strategicpatch/patch.go: "$setElementOrder/<list>" gives the
+        # order of the merged list, as kubectl apply sends it.
+        patch["$setElementOrder/env"] = [{"name": n} for n in order]
+    return {"spec": {"template": {"spec": {"containers": [patch]}}}}
+
+
+def env_patch(container: str, env: Env) -> Obj:
+    """Set (or, for None, delete) exactly these variables; other env entries are untouched.
+
+    ``valueFrom: null`` drops a reference the variable may have had, so the entry is valid.
+    """
+    entries: list[Obj] = []
+    for var, value in env.items():
+        if value is None:
+            entries.append({"name": var, "$patch": "delete"})
+        else:
+            entries.append({"name": var, "value": value, "valueFrom": None})
+    return _container_patch(container, entries)
+
+
+def restore_order(original: Original, current: Sequence[str]) -> list[str] | None:
+    """The env order after a restore: the original order of the names that will exist, then
+    names someone else added meanwhile, in their current order. None: order unknown."""
+    if not original.order:
+        return None
+    present = set(current) - {v for v, e in original.env.items() if e is None}
+    present |= {v for v, e in original.env.items() if e is not None}
+    first = [n for n in original.order if n in present]
+    return first + [n for n in current if n in present and n not in first]
+
+
+def restore_patch(original: Original, current: Sequence[str] = ()) -> Obj:
+    """Put the original entries back (a value or a reference), or delete the ones we added,
+    in the original order of the env list (``current``: the names in the list now)."""
+    order = restore_order(original, current)
+    puts: list[Obj] = []
+    deletes: list[Obj] = []
+    for var, entry in original.env.items():
+        if entry is None:
+            deletes.append({"name": var, "$patch": "delete"})
+        elif "valueFrom" in entry:
+            puts.append({**entry, "name": var, "value": None})
+        else:
+            # The API server omits an empty value ({"name": X} is X=""): say "" explicitly, or
+            # the merge would keep the candidate's value.
+            puts.append({**entry, "name": var, "value": entry.get("value", ""),
+                         "valueFrom": None})
+    if order is not None:
+        # apimachinery strategicpatch/patch.go validatePatchWithSetOrderList: the entries that
+        # are not deletions must come in the order of $setElementOrder, or the API server
+        # rejects the whole patch (500) and the Deployment stays on the candidate.
+        rank = {name: i for i, name in enumerate(order)}
+        puts.sort(key=lambda e: rank[str(e["name"])])
+    return _container_patch(original.container, puts + deletes, order)
+
+
+def annotation_patch(original: Original | None) -> Obj:
+    return {"metadata": {"annotations": {
+        ORIGINAL_ENV_ANNOTATION: original.to_json() if original is not None else None}}}
+
+
+# --- reading Deployments and pods -----------------------------------------------------------
+
+def find_container(deployment: Obj, name: str) -> Obj:
+    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get(
+        "containers") or []
+    for c in containers:
+        if c.get("name") == name:
+            return dict(c)
+    names = ", ".join(str(c.get("name")) for c in containers) or "none"
+    raise TargetProblem(f"Deployment {full_name(deployment)} has no container {name!r} "
+                        f"(containers: {names}); fix target.kubernetes.container")
+
+
+def env_entries(container: Obj) -> dict[str, Obj]:
+    return {str(e.get("name")): dict(e) for e in container.get("env") or []}
+
+
+def env_names(container: Obj) -> list[str]:
+    return [str(e.get("name")) for e in container.get("env") or []]
+
+
+def pod_container(pod: Obj, name: str) -> Obj:
+    for c in pod.get("spec", {}).get("containers") or []:
+        if c.get("name") == name:
+            return dict(c)
+    return {}
+
+
+def container_status(pod: Obj, name: str) -> Obj:
+    for s in pod.get("status", {}).get("containerStatuses") or []:
+        if s.get("name") == name:
+            return dict(s)
+    return {}
+
+
+def cpu_cores(quantity: object) -> float | None:
+    """A Kubernetes CPU quantity ("500m", "2", 1.5) in cores."""
+    if quantity is None:
+        return None
+    text = str(quantity).strip()
+    try:
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+
+
+def gomaxprocs_note(cpu_limit: object, gomaxprocs: str | None) -> str:
+    """What GOMAXPROCS the service gets when the variable is unset (the baseline)."""
+    if gomaxprocs is not None:
+        return f"GOMAXPROCS={gomaxprocs} is set in the Deployment: the runtime uses it"
+    cores = cpu_cores(cpu_limit)
+    if cores is None:
+        return ("GOMAXPROCS unset and no CPU limit: the Go runtime uses the node's CPU count")
+    return (f"GOMAXPROCS unset: Go >= 1.25 uses the CPU limit ({cores:g}), "
+            f"max(2, ceil) = {max(2, math.ceil(cores))}, re-checked every second; older Go uses "
+            "the node's CPU count, or with automaxprocs max(1, floor) = "
+            f"{max(1, math.floor(cores))}")
+
+
+def unusable_reason(dep: Obj) -> str | None:
+    """Why this Deployment cannot be tuned now, or None."""
+    spec = dep.get("spec", {})
+    if spec.get("paused"):
+        return ("is paused: its controller would never roll a candidate out. Resume it "
+                "(kubectl rollout resume) before tuning")
+    if int(spec.get("replicas", 1)) < 1:
+        return "has 0 replicas: there is nothing to measure"
+    return None
+
+
+def entry_value(entry: Obj | None) -> str | None:
+    """An env entry's literal value; None when unset or set from a reference."""
+    if entry is None or "value" not in entry:
+        return None
+    return str(entry["value"])
+
+
+def shown_entry(entry: Obj | None) -> str | None:
+    """An env entry for reports: its value, or where it comes from (never a secret's value)."""
+    if entry is None:
+        return None
+    if "valueFrom" in entry and entry["valueFrom"] is not None:
+        return f"<from {', '.join(sorted(entry['valueFrom']))}>"
+    return entry_value(entry)

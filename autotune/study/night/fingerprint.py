@@ -1,0 +1,86 @@
+"""The environment fingerprint: what a study's numbers were measured on. Two runs whose
+fingerprints differ measure different things, so a night compares them to decide whether it
+continues the current study or starts another (``autotune.study.night.opening``).
+
+**Environment fingerprint.** What the numbers were measured on, from the target's own
+``describe()`` (only fields it really reports, and only those that are not None: an unknown
+field is absent, never defaulted) plus the experiment's stress profile (``chaos``):
+
+- kubernetes: ``namespace``, ``deployment``, ``container``, ``image`` (the reference),
+  ``image_ids`` (the running pods' image digests), ``cpu_limit``, ``cpu_request``,
+  ``memory_limit``, ``node_types`` (the pods' nodes' instance types), ``go_version`` (what the
+  running pods report in Prometheus, go_info);
+- local: ``workload``, ``command``, ``cpus``, ``host_cpus``, ``isolation``, ``load`` (the load
+  spec; a calibrated rate is measured, not configured, and is left out), ``binary_sha256`` and
+  ``go_version`` of the service's binary;
+- simulated: ``noise``.
+
+Replicas are left out on purpose (an HPA changes them night to night): the fingerprint is what
+the night is configured and built on, taken before its first trial. Its id is the first 8 hex
+digits of the SHA-256 of its canonical JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.experiment.models import Experiment
+
+TARGET_FIELDS: dict[str, tuple[str, ...]] = {
+    "kubernetes": ("namespace", "deployment", "container", "image", "image_ids", "cpu_limit",
+                   "cpu_request", "memory_limit", "node_types", "go_version"),
+    "local": ("workload", "command", "cpus", "host_cpus", "isolation", "load", "binary_sha256",
+              "go_version"),
+    "simulated": ("noise",),
+}
+"""The ``describe()`` fields that identify an environment, per target kind."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    fields: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return environment_id(self.fields)
+
+    def record(self) -> dict[str, Any]:
+        return {"id": self.id, "fields": self.fields}
+
+
+def environment(exp: Experiment, described: Mapping[str, Any]) -> Environment:
+    """The fingerprint of what the target reports and the stress it gets. Pure."""
+    kind = str(described.get("kind", exp.target.kind))
+    fields: dict[str, Any] = {"target": kind}
+    for name in TARGET_FIELDS.get(kind, ()):
+        if described.get(name) is not None:
+            fields[name] = described[name]
+    fields["stress"] = exp.chaos.model_dump(mode="json")
+    # Through JSON, so a fingerprint compares equal to the one read back from the storage.
+    return Environment(json.loads(json.dumps(fields, sort_keys=True, default=str)))
+
+
+def environment_id(fields: Mapping[str, Any]) -> str:
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def environment_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``field: old -> new`` for every field that differs; a field one side lacks is
+    ``absent`` there. Pure."""
+    out = []
+    for name in sorted(old.keys() | new.keys()):
+        if old.get(name) != new.get(name) or (name in old) != (name in new):
+            before = _shown(old[name]) if name in old else "absent"
+            after = _shown(new[name]) if name in new else "absent"
+            out.append(f"{name}: {before} -> {after}")
+    return out
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
