@@ -1,4 +1,8 @@
-"""Read an experiment file into its models, or raise an ``ExperimentError`` with all problems."""
+"""Read an experiment file into its models, or raise an ``ExperimentError`` with all problems.
+
+Its size (~410 lines) is mostly the messages: walking pydantic's error locations back to the
+file's paths and saying what was meant (a near key, the section a key belongs in).
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 Pydantic checks structure (types, unknown keys, ranges of single fields); the cross-field rules
 (a baseline value inside its parameter's range, objectives naming known metrics, ...) live in
 ``checks.py`` so that every problem is reported with its path in the file.
+
+Its size (~560 lines) is the whole schema of an experiment file, kept in one place so that a
+reader (and ``autotune schema``) sees every field and its description together.
 """
 
 from __future__ import annotations

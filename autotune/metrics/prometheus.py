@@ -27,6 +27,9 @@ HTTP basic auth, so no request, and no error message of requests or urllib3, has
 password; the bearer token and header values go in headers, which no message quotes. Every
 message made of a library's exception is scrubbed of them all the same (``redaction.scrub``),
 before it is cut short.
+
+Its size (~575 lines) is one MetricSource with three jobs it cannot do without each other:
+learning the scrape interval, waiting until the window's targets are scraped, and the queries.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Trials run through ``study.optimize`` (one at a time) so Optuna's heartbeat covers them. The
 target is restored and the metric source closed however the loop ends.
+
+Its size (~465 lines) is the runner and the summaries of a run read back from storage
+(``trial_summary``, ``best_summary``); the summaries are the next cut.
 """
 
 from __future__ import annotations

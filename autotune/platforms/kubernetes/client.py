@@ -16,6 +16,9 @@ One request path (``Kube._request``) for every kind, built-in or custom: the URL
 
 Objects are plain JSON dicts; the client's typed models are never deserialised, so custom
 resources and built-in ones are handled alike.
+
+Its size (~510 lines) is the one request path and the one wait: kept in one module so that
+every call shares the same timeouts, retries and error vocabulary.
 """
 
 from __future__ import annotations

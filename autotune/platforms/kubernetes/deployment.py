@@ -14,6 +14,9 @@ and forgets without waiting for pods that will not come.
 The patches themselves, and the reading of Deployment and pod JSON, are pure functions in
 envpatch.py (with the strategic merge patch semantics they rely on); this module makes the API
 calls: it reads, patches, watches and verifies.
+
+Its size (~730 lines) is one class, the Target, whose every method calls the API; the next
+cut is the rollout wait (``_await_rollout``, ``_verify_env``, ``_live``) into its own module.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ Facts this relies on (Chaos Mesh v2.8.3: controllers/common, controllers/chaosim
   deleted object is not requeued for its ``duration`` either. The wait is bounded; then
   ``StressNotRecovered`` names the pods still stressed, the injector refuses any further
   injection and the target any further candidate (``StressGuard``): the study must stop.
+
+Its size (~530 lines) is Chaos Mesh's whole lifecycle as one Injector, with the upstream
+checks ported next to the calls they guard.
 """
 
 from __future__ import annotations

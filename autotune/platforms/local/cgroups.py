@@ -45,6 +45,9 @@ in another is alive unless this process holds the run lock its owner held
 flock works across namespaces) - so the next run of that experiment, wherever it runs, removes
 it, and nobody else does. A group without the record (an older autotune, a kernel without
 extended attributes on cgroupfs) is judged by the PID in its name, as before.
+
+Its size (~550 lines) is three hierarchies (v1, v2, cpuset) and their ownership; the next cut
+is ownership and staleness (``_owner_record``, ``owner_alive``, ``stale``) into its own module.
 """
 
 from __future__ import annotations

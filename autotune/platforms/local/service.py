@@ -20,6 +20,9 @@ can read in /proc) nor the disk (loadgen.py starts it). ``describe()`` (the stud
 target, the nightly fingerprint, the reports) keeps the header names, the values of the content
 headers and the body's size; the command's arguments without the credentials of URLs and the
 values of arguments named like secrets.
+
+Its size (~430 lines) is the service's lifecycle per generation (ports, cgroup, start, health,
+restore); driving the load generator is in loadgen.py and the host's noise in noise.py.
 """
 
 from __future__ import annotations
