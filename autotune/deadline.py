@@ -158,15 +158,9 @@ class _WatchedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _register(sock)
-        return sock
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _register(self.sock)
-        super().request(*args, **kwargs)
+class _WatchedHTTPSConnection(_WatchedHTTPConnection, HTTPSConnection):
+    """The same hooks before HTTPSConnection's (the MRO puts them first): the socket registered
+    is the plain one, under TLS."""
 
 
 class _WatchedHTTPPool(HTTPConnectionPool):
