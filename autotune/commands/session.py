@@ -9,8 +9,9 @@ import sys
 
 from autotune.backends import build
 from autotune.clock import SystemClock
-from autotune.errors import ExitCode, StudyError
+from autotune.errors import ExitCode, ExperimentError, StudyError
 from autotune.experiment import Experiment, load_experiment
+from autotune.platforms.local.promtool import check_queries
 from autotune.progress import PlainProgress, RichProgress
 from autotune.report import build_report, history
 from autotune.study import nightly
@@ -24,6 +25,17 @@ from autotune.study.status import run_text, status_data
 def load(path: str) -> tuple[Experiment, str]:
     """The experiment of ``path`` and its digest."""
     return load_experiment(path)
+
+
+def check_promql(exp: Experiment, source: str) -> str:
+    """Refuse (ExperimentError) an experiment whose PromQL Prometheus cannot parse, before
+    anything starts; the note to show when the check could not be made, else ""."""
+    parsed = check_queries(exp)
+    if isinstance(parsed, str):
+        return parsed
+    if parsed:
+        raise ExperimentError(parsed, source)
+    return ""
 
 
 def runner(exp: Experiment, digest: str, plain: bool,
@@ -66,6 +78,9 @@ def capture(exp: Experiment, studies: st.Studies, study_runner: StudyRunner) -> 
 
 def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
     """Run (or resume) the study: search, confirmation, drift check; print the outcome."""
+    note = check_promql(exp, args.file)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     options = nightly.NightOptions(
         budget=args.trials or exp.study.trials, new_study=args.new_study,
         confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra)

@@ -14,10 +14,13 @@ from autotune.platforms.kubernetes import stack as cluster
 
 def main(args: argparse.Namespace) -> int:
     exp, _ = session.load(args.file)
+    note = session.check_promql(exp, args.file)  # an invalid query is an invalid experiment
     print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
           f"{exp.study.trials} trials)")
     for warning in advise(exp):
         print(f"  warning: {warning}", file=sys.stderr)
+    if note:
+        print(f"  note: {note}", file=sys.stderr)
     if not (args.cluster or args.live):
         return ExitCode.OK
     if exp.target.kubernetes is None and args.cluster:
