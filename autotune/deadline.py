@@ -188,34 +188,37 @@ class TotalDeadline(HTTPAdapter):
              timeout: Any = None, verify: Any = True, cert: Any = None,
              proxies: Any = None) -> requests.Response:
         deadline = time.monotonic() + self.total
-        too_slow = (f"the answer to {request.method} {request.path_url} did not finish within "
-                    f"{self.total:g} s (a server sending it too slowly)")
-        if stream:  # the caller reads the body itself, in its own bounded steps
-            with Watchdog(self.total) as watchdog:
-                try:
-                    response = super().send(request, stream=True, timeout=timeout,
-                                            verify=verify, cert=cert, proxies=proxies)
-                except requests.RequestException as e:
-                    if watchdog.fired:
-                        raise requests.ReadTimeout(too_slow, request=request) from e
-                    raise
-        else:
-            with Watchdog(self.total) as watchdog:
-                try:
-                    response = self._send_whole(request, deadline, timeout=timeout,
-                                                verify=verify, cert=cert, proxies=proxies)
-                except TimeoutError as e:
+        what = f"{request.method} {request.path_url}"
+        no_answer = f"timed out: no answer to {what} within {self.total:g} s"
+        too_slow = (f"the answer to {what} did not finish within {self.total:g} s (a server "
+                    "sending it too slowly)")
+        with Watchdog(self.total) as watchdog:
+            try:
+                response = super().send(request, stream=True, timeout=timeout, verify=verify,
+                                        cert=cert, proxies=proxies)
+            except requests.RequestException as e:
+                if watchdog.fired:  # the watchdog cut it: say why, not "connection broken"
+                    raise requests.ReadTimeout(no_answer, request=request) from e
+                raise
+            if watchdog.fired:
+                # http.client takes a header block cut short at the end of the stream for a
+                # whole one: what it read is not the answer.
+                response.close()
+                raise requests.ReadTimeout(no_answer, request=request)
+            if stream:  # the caller reads the body itself, in its own bounded steps
+                return response
+            try:
+                self._read_whole(response, request, deadline)
+            except TimeoutError as e:
+                raise requests.ReadTimeout(too_slow, request=request) from e
+            except requests.RequestException as e:
+                if watchdog.fired:
                     raise requests.ReadTimeout(too_slow, request=request) from e
-                except requests.RequestException as e:
-                    if watchdog.fired:  # the watchdog cut it: say why, not "connection broken"
-                        raise requests.ReadTimeout(too_slow, request=request) from e
-                    raise
-        if watchdog.fired:
-            # http.client takes a header block or a body cut short at the end of the stream
-            # for a whole one: what it read is not the answer.
-            response.close()
-            raise requests.ReadTimeout(too_slow, request=request)
-        return response
+                raise
+            if watchdog.fired:  # a body cut short at the deadline, read as if it had ended
+                response.close()
+                raise requests.ReadTimeout(too_slow, request=request)
+            return response
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -226,9 +229,9 @@ class TotalDeadline(HTTPAdapter):
         watch_pools(manager)
         return manager
 
-    def _send_whole(self, request: requests.PreparedRequest, deadline: float,
-                    **kwargs: Any) -> requests.Response:
-        response = super().send(request, stream=True, **kwargs)
+    @staticmethod
+    def _read_whole(response: requests.Response, request: requests.PreparedRequest,
+                    deadline: float) -> None:
         try:
             # requests keeps a read body in _content (Response.content reads it there), and
             # offers no public way to fill it: the two private attributes we set.
@@ -248,4 +251,3 @@ class TotalDeadline(HTTPAdapter):
         except (urllib3.exceptions.HTTPError, OSError) as e:
             response.close()
             raise requests.ConnectionError(e, request=request) from e
-        return response
