@@ -169,9 +169,6 @@ class StudyRunner:
         self.design_size = 0
         self._stuck: str | None = None
         self._journal_error: StudyError | None = None
-        self.stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
-        """Asked before each search trial (with this run's measured trial durations); a
-        reason ends the search (the early-stop rule and the night's budget, ``nightly``)."""
 
     # --- the objective Optuna calls --------------------------------------------------------
 
@@ -333,7 +330,13 @@ class StudyRunner:
             last = self.failures_in_a_row[-1]
             raise StudyError([f"{limit} trials in a row failed; the last one: {last}"])
 
-    def run(self, studies: st.Studies, budget: int) -> RunResult:
+    def run(self, studies: st.Studies, budget: int,
+            stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
+            ) -> RunResult:
+        """Run the study's trials until ``budget`` search trials are complete, the deadline,
+        or ``stop_rule``: asked before each search trial (with this run's measured trial
+        durations), a reason it returns ends the search (the early stop and the night's
+        budget, ``autotune.study.night.early_stop.NightRule``)."""
         exp, b = self.exp, self.backends
         self.study_name = studies.name
         self._search = studies.search
@@ -380,8 +383,8 @@ class StudyRunner:
                     log.info("every configuration of the space has been measured: the search "
                              "stops (confirmation runs re-measure the best)")
                     break
-                reason = (self.stop_rule(studies, self.trial_seconds)
-                          if self.stop_rule is not None else None)
+                reason = (stop_rule(studies, self.trial_seconds)
+                          if stop_rule is not None else None)
                 if reason is not None:
                     stop = reason
                     log.info("the search stops: %s", reason)

@@ -134,10 +134,10 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
     records.save(studies, record)
     if budget.deadline is not None:
         log.info("tonight: %s", budget.text())
-    runner.stop_rule = NightRule(exp, runner.clock, budget)
     before = completed_search(studies.search)
     try:
-        result = runner.run(studies, options.budget)
+        result = runner.run(studies, options.budget,
+                            stop_rule=NightRule(exp, runner.clock, budget))
         confirmed = options.confirm and result.stop_reason != "deadline"
         if confirmed:
             confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
