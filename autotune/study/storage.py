@@ -8,7 +8,7 @@ A run uses two Optuna studies in one storage:
   (and, later, confirmation re-runs). Each carries its settings in user attrs.
 
 ``--new-study`` starts ``<name>@<UTC time>``; a run whose environment differs from the current
-study's (``open_for_run``'s ``diverged``, see ``autotune.study.nightly``) starts
+study's (``open_for_run``'s ``diverged``, see ``autotune.study.night.opening``) starts
 ``<name>@<environment id>``. The study of a name created last is the current one; older ones are
 kept.
 """
