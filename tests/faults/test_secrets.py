@@ -362,10 +362,17 @@ def _run_watched(argv: list[str], cwd: Path, env: dict[str, str], log: Path,
         run = subprocess.Popen([AUTOTUNE, *argv], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                env={**os.environ, **env})
         deadline = time.monotonic() + 300
-        try:
-            forked = Path(f"/proc/{run.pid}/cmdline").read_bytes()
-        except OSError:
-            forked = b""
+        # Autotune's own command line once exec() is done: read at once after Popen, /proc
+        # may still show this test's (the child between fork and exec; CI caught it).
+        forked = b""
+        while run.poll() is None and time.monotonic() < deadline:
+            try:
+                forked = Path(f"/proc/{run.pid}/cmdline").read_bytes()
+            except OSError:
+                break
+            if str(AUTOTUNE).encode() in forked:
+                break
+            time.sleep(0.005)
         while run.poll() is None:
             if time.monotonic() > deadline:
                 run.kill()
