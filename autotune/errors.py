@@ -112,5 +112,18 @@ class StudyError(AutotuneError):
         super().__init__("; ".join(self.problems))
 
 
+class StorageError(StudyError):
+    """The study's database failed under us (locked past the wait, disk full, server gone).
+
+    Raised by ``autotune.study.storage`` in place of the driver's exception, with the database's
+    own words: what completed before is in the database, so running the same command again once
+    the cause is fixed resumes the study."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(f"the study storage failed: {why}; the trials completed so far are "
+                         "kept: run the same command again once it is fixed")
+
+
 class PrerequisiteError(AutotuneError):
     """Something the run needs is missing on this machine (a binary, cgroup access, a cluster)."""

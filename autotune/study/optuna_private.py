@@ -66,3 +66,11 @@ def set_system_attr(study: optuna.Study, trial: FrozenTrial, key: str, value: An
     ``set_system_attr`` (its ``set_user_attr`` changes only the copy, and user attrs belong to
     the objective anyway)."""
     storage_of(study).set_trial_system_attr(trial_id(trial), key, value)
+
+
+RDB_PRIVATE_ENTRY_POINTS = ("_create_new_trial", "_set_trial_param", "_get_best_trial_id",
+                            "_get_trials", "_get_stale_trial_ids")
+"""The private ``RDBStorage`` methods Optuna's own ``_CachedStorage`` calls in place of the
+public ones (optuna/storages/_cached_storage.py): a wrapper of the storage's entry points
+(``autotune.study.storage``) must wrap these too. Missing public API: none to replace; the
+cache layer is internal and calls what it likes."""

@@ -16,9 +16,11 @@ kept.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import socket
+import sqlite3
 import time
 import warnings
 from collections.abc import Callable
@@ -27,14 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
+import sqlalchemy as sa
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune import __version__, pids, redaction
-from autotune.errors import StudyError
+from autotune.errors import StorageError, StudyError
 from autotune.experiment.models import Experiment
 from autotune.study.objective import directions
-from autotune.study.optuna_private import study_id, trial_id
+from autotune.study.optuna_private import RDB_PRIVATE_ENTRY_POINTS, study_id, trial_id
 from autotune.study.space import describe_space
 
 if TYPE_CHECKING:
@@ -70,7 +74,7 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
             with warnings.catch_warnings():
                 # Heartbeats are "experimental" since Optuna 2.8; we depend on them knowingly.
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return RDBStorage(
+                return _Storage(
                     url,
                     heartbeat_interval=interval,
                     grace_period=interval * 6,
@@ -87,6 +91,50 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
                     from None
             time.sleep(0.5)
     raise AssertionError("unreachable")
+
+
+_DRIVER_ERRORS = (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError)
+"""What a database under Optuna raises: SQLAlchemy wraps the driver's error (sqlite3,
+psycopg2) in one of its own, and Optuna wraps a failed commit in StorageInternalError."""
+
+
+def _database_words(e: BaseException) -> str:
+    """The first line the database itself said (``database is locked``, ``disk I/O error``),
+    not the SQL statement SQLAlchemy appends, with any secret scrubbed."""
+    seen: BaseException | None = e
+    while isinstance(seen, _DRIVER_ERRORS):
+        inner = getattr(seen, "orig", None) or seen.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        seen = inner
+    words = str(seen or e).strip().splitlines()
+    return redaction.scrub(words[0] if words else type(e).__name__)
+
+
+def _translated(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: RDBStorage, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except _DRIVER_ERRORS as e:
+            raise StorageError(_database_words(e)) from e
+    return call
+
+
+class _Storage(RDBStorage):
+    """Optuna's RDB storage whose every entry point raises ``StorageError`` in place of the
+    database driver's exception.
+
+    Wrapped here, where the database is, so that no caller has to know SQLAlchemy: the storage
+    is called from everywhere in a run (Optuna's loop, every user attr, heartbeats, status,
+    report) and each of those now fails with one of our errors, whose message the CLI prints as
+    it is. Internal helpers are left alone: Optuna catches some of their errors itself (a
+    duplicated study, a retried deadlock)."""
+
+
+for _name in [n for n, v in vars(RDBStorage).items()
+              if callable(v) and not n.startswith("_")] + list(RDB_PRIVATE_ENTRY_POINTS):
+    setattr(_Storage, _name, _translated(getattr(RDBStorage, _name)))
 
 
 def redact(url: str) -> str:
@@ -281,14 +329,15 @@ def _heartbeat_ages(storage: RDBStorage, trial_ids: list[int]) -> dict[int, floa
     neither the workers' time zones nor their clocks matter."""
     if not trial_ids:
         return {}
-    import sqlalchemy as sa
-
     beats = sa.table("trial_heartbeats", sa.column("trial_id", sa.Integer),
                      sa.column("heartbeat", sa.DateTime))
-    with storage.engine.connect() as conn:
-        now = conn.execute(sa.select(sa.func.now())).scalar()
-        rows = conn.execute(sa.select(beats.c.trial_id, beats.c.heartbeat)
-                            .where(beats.c.trial_id.in_(trial_ids))).all()
+    try:
+        with storage.engine.connect() as conn:
+            now = conn.execute(sa.select(sa.func.now())).scalar()
+            rows = conn.execute(sa.select(beats.c.trial_id, beats.c.heartbeat)
+                                .where(beats.c.trial_id.in_(trial_ids))).all()
+    except _DRIVER_ERRORS as e:
+        raise StorageError(_database_words(e)) from e
     if not isinstance(now, dt.datetime):
         return {}
     now = now.replace(tzinfo=None)  # PostgreSQL's is aware, the column is not (as in Optuna)

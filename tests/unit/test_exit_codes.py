@@ -104,16 +104,25 @@ def test_an_unexpected_exception_is_a_bug_and_exits_3(
 
 
 def test_a_storage_failure_is_the_environment_and_exits_1(
-        workdir: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The database really fails mid-run (a table gone under the writer): the storage says so
+    as a StorageError in the database's words, and the run exits 1, not 3 with a trace."""
     import sqlite3
 
-    def cleanup(self: SimulatedService) -> list[str]:
-        raise RuntimeError("commit failed") from sqlite3.OperationalError("database is locked")
+    applied = SimulatedService.apply
 
-    monkeypatch.setattr(SimulatedService, "cleanup", cleanup)
+    def apply(self: SimulatedService, env: dict[str, str]) -> object:
+        with sqlite3.connect(workdir / "results" / "codes" / "study.db") as db:
+            db.execute("DROP TABLE trial_user_attributes")
+        return applied(self, env)
+
+    monkeypatch.setattr(SimulatedService, "apply", apply)
     assert main(["run", "exp.yaml", "--plain", "--no-confirm"]) == 1
-    assert "the study storage failed: database is locked" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the study storage failed: no such table: trial_user_attributes" in err, err
+    assert "trials completed so far are kept" in err
+    assert "internal error" not in caplog.text
 
 
 def _all_subclasses(cls: type[AutotuneError]) -> set[type[AutotuneError]]:
