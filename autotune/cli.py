@@ -99,7 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run every metric query against Prometheus over a recent window")
     p.add_argument("--context", help="kubeconfig context")
 
-    p = add("schema", "print the JSON Schema of experiment files")
+    p = add("schema", "print the JSON Schema of experiment files, or a Markdown reference of "
+                      "every field")
+    p.add_argument("--format", choices=("json", "markdown"), default="json",
+                   help="json: the JSON Schema (default); markdown: the field reference "
+                        "(docs/reference.md)")
 
     p = add("status", "show the trials so far and the best feasible one")
     p.add_argument("file", help="experiment YAML file")

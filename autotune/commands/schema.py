@@ -1,4 +1,5 @@
-"""``autotune schema``: the JSON Schema of experiment files."""
+"""``autotune schema``: the JSON Schema of experiment files, or (``--format markdown``) the field
+reference docs/reference.md is generated with."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import json
 
 from autotune.errors import ExitCode
 from autotune.experiment import Experiment
+from autotune.experiment.reference import markdown
 
 
 def main(args: argparse.Namespace) -> int:
-    print(json.dumps(Experiment.model_json_schema(), indent=2))
+    if args.format == "markdown":
+        print(markdown(), end="")
+    else:
+        print(json.dumps(Experiment.model_json_schema(), indent=2))
     return ExitCode.OK

@@ -4,7 +4,7 @@ Pydantic checks structure (types, unknown keys, ranges of single fields); the cr
 (a baseline value inside its parameter's range, objectives naming known metrics, ...) live in
 ``checks.py`` so that every problem is reported with its path in the file.
 
-Its size (~560 lines) is the whole schema of an experiment file, kept in one place so that a
+Its size (~820 lines) is the whole schema of an experiment file, kept in one place so that a
 reader (and ``autotune schema``) sees every field and its description together.
 """
 
@@ -88,17 +88,48 @@ MAX_ENUMERATED = 10_000
 class Parameter(Model):
     """One runtime setting, applied as an environment variable of the service."""
 
-    name: str = Field(pattern=IDENT_PATTERN, description="name used in baseline and reports")
-    env: str | None = Field(
-        default=None, pattern=IDENT_PATTERN, description="environment variable (default: name)"
+    name: str = Field(
+        pattern=IDENT_PATTERN,
+        description="the parameter's name: the key in baseline.params, study.enqueue and "
+                    "target.simulated, and its name in reports; unique",
     )
-    type: Literal["int", "float", "categorical"]
-    values: tuple[Scalar, ...] | None = Field(default=None, description="the allowed values")
-    low: Number | None = None
-    high: Number | None = None
-    step: Number | None = Field(default=None, gt=0)
-    log: bool = False
-    description: str = ""
+    env: str | None = Field(
+        default=None, pattern=IDENT_PATTERN,
+        description="the environment variable it sets (default: name); unique. GOMAXPROCS, "
+                    "GOGC and GOMEMLIMIT are checked against the values Go accepts",
+    )
+    type: Literal["int", "float", "categorical"] = Field(
+        description="int and float: a range (low, high) or a list of values; categorical: a "
+                    "list of values, which needs values",
+    )
+    values: tuple[Scalar, ...] | None = Field(
+        default=None,
+        description="the allowed values, tried as they are (numbers for int and float); "
+                    "instead of low/high/step/log",
+    )
+    low: Number | None = Field(
+        default=None,
+        description="the smallest value of a range (inclusive; an integer for int, > 0 with "
+                    "log); required without values",
+    )
+    high: Number | None = Field(
+        default=None,
+        description="the largest value of a range (inclusive, > low; an integer for int); "
+                    "required without values",
+    )
+    step: Number | None = Field(
+        default=None, gt=0,
+        description="spacing of the values from low (an integer for int; not with log); "
+                    "default: any integer for int, any number for float. The grid sampler "
+                    "needs it for a float range",
+    )
+    log: bool = Field(
+        default=False,
+        description="sample the range on a logarithmic scale (for ranges spanning orders of "
+                    "magnitude, e.g. GOGC 25..1600); needs low > 0 and no step",
+    )
+    description: str = Field(default="", description="a note for readers of the file; "
+                                                     "autotune does not use it")
 
     @property
     def env_var(self) -> str:
@@ -135,8 +166,16 @@ def _is_number(value: object) -> bool:
 class Baseline(Model):
     """The settings in production today; a parameter left out (or null) means "variable unset"."""
 
-    repeats: Count = Field(default=3, ge=1, le=50)
-    params: dict[str, Setting] = Field(default_factory=dict)
+    repeats: Count = Field(
+        default=3, ge=1, le=50,
+        description="how many times the baseline is measured at the start of a study; their "
+                    "spread is the noise study.early_stop compares improvements with",
+    )
+    params: dict[str, Setting] = Field(
+        default_factory=dict,
+        description="the value of each parameter in production today, by parameter name; a "
+                    "parameter left out or null is measured with its variable unset",
+    )
 
 
 class LoadSpec(Model):
@@ -150,41 +189,78 @@ class LoadSpec(Model):
     auto_fraction: Number = Field(
         default=0.5, gt=0, le=0.95, description="with rate: auto, the share of measured capacity"
     )
-    path: str = Field(default="/", pattern=r"^/")
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
-    body: str = ""
-    headers: dict[str, str] = Field(default_factory=dict)
-    connections: Count = Field(default=64, ge=1, le=10000)
-    timeout: Duration = 5.0
+    path: str = Field(default="/", pattern=r"^/",
+                      description="the path (and query) every request asks for on the service")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(
+        default="GET", description="the HTTP method of every request")
+    body: str = Field(
+        default="", description="the body of every request; passed to the generator in memory, "
+                                "never on its command line, and never shown in records")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra headers of every request (name: value); values are never shown in "
+                    "records or logs")
+    connections: Count = Field(
+        default=64, ge=1, le=10000,
+        description="the most requests in flight at once (and kept-alive connections); "
+                    "requests due beyond it wait, and their waiting counts in their latency")
+    timeout: Duration = Field(
+        default=5.0,
+        description="per request: one without a complete answer by then counts as an error "
+                    "(reason timeout); must be > 0 (the generator refuses 0)")
 
 
 class LocalTarget(Model):
     """Run the service on this machine in a CPU-limited cgroup, restarting it for each trial."""
 
     workload: Literal["demo"] | None = Field(
-        default=None, description="a workload shipped with autotune (default: demo)"
+        default=None,
+        description="a workload shipped with autotune, built with the Go toolchain (default: "
+                    "demo, when there is no command); not with command",
     )
     command: tuple[str, ...] | None = Field(
         default=None, min_length=1,
-        description="argv of your own service; '{port}' is replaced by the port it must use",
+        description="argv of your own service, instead of workload; '{port}' in an argument is "
+                    "replaced by the port it must listen on (127.0.0.1)",
     )
-    cwd: str | None = None
-    port: Count | None = Field(default=None, ge=1, le=65535, description="default: a free port")
-    health: str = Field(default="/healthz", pattern=r"^/")
+    cwd: str | None = Field(
+        default=None,
+        description="the working directory of command (default: the one autotune runs in)")
+    port: Count | None = Field(
+        default=None, ge=1, le=65535,
+        description="a fixed port for the service; default: a free port for every start. "
+                    "Required when command has no '{port}'")
+    health: str = Field(
+        default="/healthz", pattern=r"^/",
+        description="the path polled on the service after each start: it is ready when this "
+                    "answers 200")
     metrics_path: str | None = Field(
         default="/metrics", pattern=r"^/",
-        description="Prometheus metrics of the service; null if it has none",
+        description="the path of the service's Prometheus metrics, scraped during every "
+                    "trial; null if it has none (measure.capture then cannot reach the service "
+                    "either: it uses the same endpoint)",
     )
-    env: dict[str, str] = Field(default_factory=dict)
-    cpus: Number = Field(default=1.0, gt=0, le=256, description="CFS quota, in CPUs")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="more environment variables of the service, the same for every candidate "
+                    "(not a parameter's variable). The service also gets autotune's own "
+                    "environment, less AUTOTUNE_* and the variable prometheus.token_env names")
+    cpus: Number = Field(default=1.0, gt=0, le=256,
+                         description="the service's CPU limit (CFS quota), in CPUs; the stress "
+                                     "runs inside it")
     isolation: Literal["auto", "cpuset", "cgroup", "affinity"] = Field(
         default="auto",
         description="cpuset: the service (and its stress) get their own CPU(s) and quota, the "
                     "load generator and Prometheus the others; cgroup: quota only; affinity: "
                     "CPU pinning where no cgroup can be written; auto: the best this host allows",
     )
-    ready_timeout: Duration = 30.0
-    load: LoadSpec = Field(default_factory=LoadSpec)
+    ready_timeout: Duration = Field(
+        default=30.0,
+        description="how long the service has, after each start, to answer health with 200 "
+                    "before the trial fails")
+    load: LoadSpec = Field(default_factory=LoadSpec,
+                           description="the load autotune's generator sends to the service "
+                                       "during every trial")
 
 
 # A Kubernetes resource quantity (apimachinery resource.Quantity), e.g. 250m, 1, 1.5, 64Mi, 1G.
@@ -194,10 +270,14 @@ _QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 class LoadResources(Model):
     """Requests and limits of the load generator's container (Kubernetes quantities)."""
 
-    cpu_request: str = Field(default="250m", pattern=_QUANTITY)
-    cpu_limit: str = Field(default="1", pattern=_QUANTITY)
-    memory_request: str = Field(default="64Mi", pattern=_QUANTITY)
-    memory_limit: str = Field(default="256Mi", pattern=_QUANTITY)
+    cpu_request: str = Field(default="250m", pattern=_QUANTITY,
+                             description="CPU request, e.g. 250m (a quarter of a CPU)")
+    cpu_limit: str = Field(default="1", pattern=_QUANTITY,
+                           description="CPU limit; too low a limit throttles the generator and "
+                                       "the rate it sends falls short")
+    memory_request: str = Field(default="64Mi", pattern=_QUANTITY,
+                                description="memory request, e.g. 64Mi")
+    memory_limit: str = Field(default="256Mi", pattern=_QUANTITY, description="memory limit")
 
 
 class ClusterLoad(Model):
@@ -207,13 +287,25 @@ class ClusterLoad(Model):
     objective."""
 
     url: str = Field(pattern=r"^http://[^/@\s]+(/\S*)?$",
-                     description="the Service to load, e.g. http://api.shop.svc:8080/")
-    rate: Number = Field(gt=0, le=1e6, description="requests per second, open loop")
-    connections: Count = Field(default=64, ge=1, le=10000)
+                     description="the URL every request asks for, usually the Service in front "
+                                 "of the Deployment, e.g. http://api.shop.svc:8080/ (plain http, "
+                                 "no user or password)")
+    rate: Number = Field(gt=0, le=1e6, description="requests per second, open loop: sent on "
+                                                   "schedule whether or not answers come back")
+    connections: Count = Field(default=64, ge=1, le=10000,
+                               description="the most requests in flight at once (and kept-alive "
+                                           "connections)")
     image: str = Field(min_length=1, description="an image with /usr/local/bin/autotune-loadgen "
                                                  "(deploy/Dockerfile builds one)")
-    metrics_port: Count = Field(default=9100, ge=1, le=65535)
-    ready_timeout: Duration = 120.0
+    metrics_port: Count = Field(
+        default=9100, ge=1, le=65535,
+        description="the generator pod's port for /metrics and /healthz, announced to "
+                    "Prometheus by prometheus.io/scrape annotations (or select the pods with a "
+                    "PodMonitor)")
+    ready_timeout: Duration = Field(
+        default=120.0,
+        description="how long the generator pod has to become ready (image pulled, serving "
+                    "/healthz) before the trial fails")
     resources: LoadResources = Field(
         default_factory=lambda: LoadResources(),
         description="the generator container's requests and limits (a namespace with a "
@@ -225,20 +317,41 @@ class ClusterLoad(Model):
 class KubernetesTarget(Model):
     """Patch the env of one container of one Deployment and wait for the rollout."""
 
-    namespace: str
-    deployment: str
-    container: str
-    context: str | None = None
-    kubeconfig: str | None = None
-    rollout_timeout: Duration = 300.0
-    on_finish: Literal["restore", "best", "leave"] = "restore"
+    namespace: str = Field(
+        description="the Deployment's namespace; the StressChaos objects, the run's Lease and "
+                    "the load generator's pods are created there too")
+    deployment: str = Field(description="the name of the Deployment to tune")
+    container: str = Field(
+        description="the container whose env gets the candidate's variables; the stress runs "
+                    "in it")
+    context: str | None = Field(
+        default=None,
+        description="the kubeconfig context to use (default: its current context); --context "
+                    "on the command line wins")
+    kubeconfig: str | None = Field(
+        default=None,
+        description="the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the "
+                    "pod's service account when autotune runs in the cluster)")
+    rollout_timeout: Duration = Field(
+        default=300.0,
+        description="how long each candidate's rollout has to complete (every new pod ready) "
+                    "before the trial fails and the Deployment is rolled back")
+    on_finish: Literal["restore", "best", "leave"] = Field(
+        default="restore",
+        description="what the Deployment runs when the run ends: restore: its original env; "
+                    "best: the study's best feasible candidate (the original when there is "
+                    "none); leave: the last candidate (the original env is kept in "
+                    "results/<name>/original-env.<namespace>.<deployment>.json)")
     pprof_port: Count | None = Field(
         default=None, ge=1, le=65535,
-        description="the container port serving net/http/pprof, for measure.capture (reached "
-                    "through the API server's pod proxy)")
+        description="the container port serving net/http/pprof; required with measure.capture. "
+                    "Reached through the API server's pod proxy, which needs get pods/proxy "
+                    "(deploy/rbac-capture.yaml)")
     load: ClusterLoad | None = Field(
-        default=None, description="run autotune's load generator in the namespace for every "
-                                  "measured candidate")
+        default=None,
+        description="run autotune's load generator as a pod in the namespace for every "
+                    "measured candidate (needs deploy/rbac-load.yaml); without it, "
+                    "measure.load is required")
     allow_external_writers: bool = Field(
         default=False,
         description="run even when something besides autotune sets the tuned variables: an "
@@ -256,24 +369,45 @@ class SimulatedTarget(Model):
     a metric whose query is ``stress`` reads the fraction of the window under stress.
     """
 
-    optimum: dict[str, Scalar]
+    optimum: dict[str, Scalar] = Field(
+        description="the best settings, by parameter name (every parameter): where the surface "
+                    "is lowest")
     unset: dict[str, Scalar] = Field(
-        default_factory=dict, description="value the runtime uses when a variable is unset"
-    )
-    floor: Number = Field(default=0.002, gt=0)
-    sensitivity: Number = Field(default=4.0, ge=0)
-    noise: Number = Field(default=0.03, ge=0, le=1)
-    stress_factor: Number = Field(default=3.0, ge=1)
-    apply_seconds: Duration = 0.0
+        default_factory=dict,
+        description="by parameter name, the value the simulated runtime uses when the "
+                    "variable is unset (a candidate or baseline leaving a parameter unset "
+                    "needs it)")
+    floor: Number = Field(default=0.002, gt=0,
+                          description="the surface's value at the optimum, unstressed")
+    sensitivity: Number = Field(
+        default=4.0, ge=0,
+        description="how steeply the surface rises away from the optimum: floor x (1 + "
+                    "sensitivity x d^2), d^2 the mean squared distance, each parameter's "
+                    "domain scaled to 0..1")
+    noise: Number = Field(default=0.03, ge=0, le=1,
+                          description="relative standard deviation of every reading (0.03 = 3%)")
+    stress_factor: Number = Field(
+        default=3.0, ge=1,
+        description="the surface is multiplied by this when stress covers the whole window "
+                    "(proportionally less when it covers part of it)")
+    apply_seconds: Duration = Field(
+        default=0.0, description="how long applying a candidate takes (the run waits it out)")
     state_file: str | None = Field(
-        default=None, description="where the simulated world keeps its state (default: results/)"
+        default=None,
+        description="the JSON file where the simulated world keeps its state (default: "
+                    "results/<name>/simulated-world.json); one run at a time per file",
     )
 
 
 class Target(Model):
-    local: LocalTarget | None = None
-    kubernetes: KubernetesTarget | None = None
-    simulated: SimulatedTarget | None = None
+    """The service to tune and where it runs: exactly one of local, kubernetes, simulated."""
+
+    local: LocalTarget | None = Field(
+        default=None, description="a service run on this machine, restarted for every trial")
+    kubernetes: KubernetesTarget | None = Field(
+        default=None, description="a Deployment in a cluster, patched for every trial")
+    simulated: SimulatedTarget | None = Field(
+        default=None, description="a simulated service, to try autotune without one")
 
     @property
     def kind(self) -> str:
@@ -286,18 +420,32 @@ class Target(Model):
 class Stress(Model):
     """CPU stress as Chaos Mesh's StressChaos ``stressors.cpu`` / stress-ng ``--cpu/--cpu-load``."""
 
-    workers: Count = Field(ge=1, le=8192)
-    load: Count = Field(default=100, ge=1, le=100, description="percent of a CPU per worker")
+    workers: Count = Field(
+        ge=1, le=8192,
+        description="CPU-burning workers, run inside the service's CPU limit (locally: in its "
+                    "cgroup; on a cluster: in the tuned container of every candidate pod)")
+    load: Count = Field(default=100, ge=1, le=100,
+                        description="percent of a CPU each worker tries to burn")
 
 
 class Burst(Model):
-    every: Duration
-    burst: Duration
+    """Stress in bursts: one starts every ``every`` and lasts ``burst``, through the window."""
+
+    every: Duration = Field(
+        description="from the start of one burst to the next; at most measure.window, at least "
+                    "1s longer than burst")
+    burst: Duration = Field(
+        description="how long each burst lasts: at least 1s (stress is delivered in whole "
+                    "seconds), shorter than every")
 
 
 class Chaos(Model):
-    stress: Stress
-    pattern: Literal["continuous"] | Burst = "continuous"
+    """The stress every trial is measured under (the same for every candidate)."""
+
+    stress: Stress = Field(description="the CPU stress injected during the window")
+    pattern: Literal["continuous"] | Burst = Field(
+        default="continuous",
+        description="continuous: stressed through the whole window; or bursts {every, burst}")
 
 
 PROMETHEUS_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+([/?#]\S*)?$"
@@ -334,6 +482,8 @@ def _prometheus_url(url: object) -> object:
 
 
 class Prometheus(Model):
+    """Where the metrics are read: an existing Prometheus, or (local targets) a private one."""
+
     url: Annotated[
         str | None,
         BeforeValidator(_prometheus_url),
@@ -342,37 +492,65 @@ class Prometheus(Model):
     ] = Field(
         default=None,
         description="an existing Prometheus (http:// or https://; a user and password in it are "
-                    "sent as HTTP basic auth); omit for local targets to start a private one",
+                    "sent as HTTP basic auth); required for a kubernetes target; omit for local "
+                    "targets to start a private one",
     )
     scrape_interval: Duration = Field(
         default=1.0,
-        description="how often Prometheus scrapes the service; our private one scrapes at this "
-                    "(default 1s). For an existing server (url) what it reports wins "
+        description="how often Prometheus scrapes the service; autotune's private one scrapes at "
+                    "this (default 1s). For an existing server (url) what it reports wins "
                     "(/api/v1/targets, /api/v1/status/config); where it reports neither (a query "
                     "front end) a value set here is used, else the spacing of the service's up "
                     "samples, else autotune refuses to start. The default is never assumed for "
                     "an existing server",
     )
-    token_env: str | None = Field(default=None, description="env var holding a bearer token")
-    token_file: str | None = None
-    verify_tls: bool = True
-    ca_file: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout: Duration = 10.0
+    token_env: str | None = Field(
+        default=None,
+        description="the name of an environment variable holding a bearer token, sent as "
+                    "Authorization: Bearer; wins over token_file; a local service does not "
+                    "inherit the variable")
+    token_file: str | None = Field(
+        default=None,
+        description="a file holding a bearer token (surrounding whitespace removed), e.g. a "
+                    "mounted service account token")
+    verify_tls: bool = Field(
+        default=True,
+        description="check the https server's certificate; false accepts any (ignored when "
+                    "ca_file is set)")
+    ca_file: str | None = Field(
+        default=None,
+        description="a PEM file of the CA certificate(s) to check the https server's "
+                    "certificate with (default: the system's)")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra headers of every request to Prometheus (e.g. X-Scope-OrgID for a "
+                    "multi-tenant front end); values are never shown in messages")
+    timeout: Duration = Field(
+        default=10.0,
+        description="the most one request to Prometheus may take, the whole answer included")
 
 
 class NoiseGuard(Model):
     """Re-measure a trial when other processes on the host used too much CPU during it."""
 
-    enabled: bool = True
-    max_foreign_cores: Number = Field(default=0.3, ge=0)
-    retries: Count = Field(default=2, ge=0, le=10)
+    enabled: bool = Field(
+        default=True,
+        description="watch the host's other processes during every window (local targets "
+                    "only: a cluster node's other tenants are not observable)")
+    max_foreign_cores: Number = Field(
+        default=0.3, ge=0,
+        description="the most CPU, in cores averaged over the window, that processes other "
+                    "than autotune's may use before the window is measured again")
+    retries: Count = Field(
+        default=2, ge=0, le=10,
+        description="how many times a noisy window is measured again before the trial fails")
 
 
 class LoadCheck(Model):
     """Trials compare only under the same load: a window whose served request rate differs from
     the baseline's by more than ``tolerance`` is not a measurement (the trial fails with the
-    figures). Required for cluster targets, where autotune does not generate the load."""
+    figures). Required for a kubernetes target without ``target.kubernetes.load``, where autotune
+    does not generate the load."""
 
     metric: str = Field(description="a metric giving the request rate served in the window")
     tolerance: Number = Field(default=0.1, gt=0, le=1,
@@ -381,23 +559,52 @@ class LoadCheck(Model):
 
 
 class Measure(Model):
-    warmup: Duration = 20.0
-    window: Duration = 60.0
-    noise_guard: NoiseGuard = Field(default_factory=NoiseGuard)
-    load: LoadCheck | None = None
+    """How each candidate is measured: warm-up, then a stressed window the metrics cover."""
+
+    warmup: Duration = Field(
+        default=20.0,
+        description="unstressed time after a candidate is up (healthy, or rolled out) and "
+                    "before the stress and the window start")
+    window: Duration = Field(
+        default=60.0,
+        description="the stressed measurement window the metrics are read over ({{window}}); "
+                    "> 0 and, except for simulated targets, at least 4 scrape "
+                    "intervals")
+    noise_guard: NoiseGuard = Field(
+        default_factory=NoiseGuard,
+        description="measure a window again when other processes on the host were busy")
+    load: LoadCheck | None = Field(
+        default=None,
+        description="compare trials only under the same served load; required for a "
+                    "kubernetes target without target.kubernetes.load")
     insight: bool = Field(
         default=True, description="per trial, the scheduling-latency and GC-pause distributions "
-                                  "over the window and where the CPU went (/cpu/classes, CFS "
-                                  "throttling), for the report's explanation")
+                                  "over the window, where the CPU went (/cpu/classes, CFS "
+                                  "throttling) and the run queues where Go >= 1.26 exports "
+                                  "them, for the report's explanation; read from Prometheus "
+                                  "(not for simulated targets), never failing a trial")
     schedtrace: bool | Duration = Field(
-        default=False, description="run the service with GODEBUG=schedtrace=<period> (true: "
-                                   "100ms) and keep the run queues per trial; local targets")
+        default=False,
+        description="run the service with GODEBUG=schedtrace=<period> (true: 100ms; from 100ms "
+                    "to 500ms) and keep the run queues per trial, for the schedtrace metrics "
+                    "and the overflow detector. Local: read from the service's output. "
+                    "Kubernetes: merged into the container's GODEBUG (which must be a plain "
+                    "value, not from a ConfigMap or Secret) and read from the pods' logs, which "
+                    "needs get pods/log (deploy/rbac-schedtrace.yaml)")
     overflow_threshold: Count | None = Field(
-        default=None, ge=1, description="run-queue overflow: total runnable goroutines p99.9 "
-                                        "held this high for >= 2.5 s (default 128 x GOMAXPROCS)")
+        default=None, ge=1,
+        description="run-queue overflow: the p99.9 of runnable goroutines held at least this "
+                    "high for >= 2.5 s, in the schedtrace or in Go >= 1.26's runnable gauge "
+                    "(default 128 x GOMAXPROCS)")
     capture: tuple[Literal["trace", "cpu"], ...] = Field(
-        default=(), description="after confirmation, a runtime trace and/or CPU profile of the "
-                                "baseline and the recommendation under stress (local targets)")
+        default=(),
+        description="after a confirmation, a runtime trace and/or CPU profile of the baseline "
+                    "and the recommendation, each under stress for min(5s, window), written to "
+                    "results/<name>/captures/ for go tool trace / go tool pprof. The service "
+                    "must serve net/http/pprof. Local: on its own port (the demo does with "
+                    "DEBUG_PPROF=1, which autotune sets). Kubernetes: on "
+                    "target.kubernetes.pprof_port, through the API server's pod proxy, which "
+                    "needs get pods/proxy (deploy/rbac-capture.yaml). Not for simulated targets")
 
     @property
     def schedtrace_period(self) -> float | None:
@@ -422,12 +629,21 @@ SCHEDTRACE_METRICS = ("runq_global_p999", "runq_global_max", "runq_local_max",
 
 
 class Metric(Model):
-    query: str = Field(default="", description="PromQL; {{selector}} and {{window}} filled in")
+    """A named figure of each trial's window: a PromQL query or a schedtrace figure."""
+
+    query: str = Field(
+        default="",
+        description="PromQL evaluated at the window's end; {{selector}} becomes the label "
+                    "matchers of the candidate's series, {{load_selector}} those of the load "
+                    "generator's, {{window}} the window's length (e.g. 60s). A simulated target "
+                    "answers only surface and stress")
     schedtrace: Literal[SCHEDTRACE_METRICS] | None = Field(  # type: ignore[valid-type]
         default=None, description="instead of a query: a figure of the window's schedtrace "
                                   "(needs measure.schedtrace)")
-    description: str = ""
-    unit: str = ""
+    description: str = Field(default="", description="a note for readers of the file; "
+                                                     "autotune does not use it")
+    unit: str = Field(default="", description="the unit shown next to the metric's values in "
+                                              "reports and plots, e.g. s or req/s")
 
     @model_validator(mode="after")
     def _one_source(self) -> Metric:
@@ -439,8 +655,14 @@ class Metric(Model):
 class Goal(Model):
     """Minimize or maximize one metric, or a weighted sum of metrics."""
 
-    minimize: str | dict[str, float] | None = None
-    maximize: str | dict[str, float] | None = None
+    minimize: str | dict[str, float] | None = Field(
+        default=None,
+        description="a metric's name, or {metric: weight, ...} for a weighted sum; exactly one "
+                    "of minimize and maximize")
+    maximize: str | dict[str, float] | None = Field(
+        default=None,
+        description="a metric's name, or {metric: weight, ...} for a weighted sum; exactly one "
+                    "of minimize and maximize")
 
     @property
     def direction(self) -> Literal["minimize", "maximize"]:
@@ -477,18 +699,43 @@ class Design(Model):
 
 
 class Study(Model):
-    trials: Count = Field(default=30, ge=1, le=100000, description="COMPLETE search trials")
-    deadline: Duration | None = Field(default=None, description="no trial starts past this")
-    sampler: Literal["auto", "gp", "tpe", "random", "grid"] = "auto"
-    seed: Count | None = None
-    design: Design = Field(default_factory=Design)
+    """The search: how many trials, which sampler, where the study is stored."""
+
+    trials: Count = Field(
+        default=30, ge=1, le=100000,
+        description="how many search trials to complete, over all runs of the study (baseline "
+                    "repeats and confirmation runs not counted); --trials overrides it")
+    deadline: Duration | None = Field(
+        default=None,
+        description="the time a run may take, from its start: a search trial starts only if it "
+                    "and the trials kept for the confirmation still fit; at least one trial "
+                    "(warmup + window)")
+    sampler: Literal["auto", "gp", "tpe", "random", "grid"] = Field(
+        default="auto",
+        description="the Optuna sampler after the initial design: gp (Gaussian process, needs "
+                    "autotune[gp]), tpe, random, or grid (every parameter needs values or a "
+                    "step, at most 10000 values each); auto: gp when installed, else tpe")
+    seed: Count | None = Field(
+        default=None,
+        description="seed of the sampler, the initial design and the confirmation's order, for "
+                    "repeatable runs (default: none, random)")
+    design: Design = Field(default_factory=Design,
+                           description="the configurations measured before the sampler's own")
     enqueue: tuple[dict[str, Scalar], ...] = Field(
-        default=(), description="your own candidates, measured first (origin: enqueued)"
+        default=(),
+        description="your own candidates, measured first (origin: enqueued); each gives every "
+                    "parameter a value",
     )
     storage: str | None = Field(
-        default=None, description="SQLAlchemy URL (default sqlite:///results/<name>/study.db)"
+        default=None,
+        description="SQLAlchemy URL of the study's database (default "
+                    "sqlite:///results/<name>/study.db); --storage and $AUTOTUNE_STORAGE win",
     )
-    heartbeat: Duration = Field(default=10.0, gt=0)
+    heartbeat: Duration = Field(
+        default=10.0, gt=0,
+        description="how often a running trial tells the storage it is alive (whole seconds, "
+                    "at least 1); a trial silent for 6 heartbeats is taken for one whose process "
+                    "died, and failed")
     stop_after_failures: Count = Field(
         default=5, ge=1, description="stop the study after this many failed trials in a row"
     )
@@ -496,24 +743,42 @@ class Study(Model):
         default=None, ge=1, le=1000,
         description="stop the search once this many sampler-chosen trials in a row have not "
                     "improved the best by more than the baseline repeats' relative range "
-                    "(autotune/study/night/early_stop.py); a resumed study that already meets it "
-                    "searches no further",
+                    "(autotune/study/night/early_stop.py); only with one objective and at "
+                    "least 2 baseline repeats. A resumed study that already meets it searches "
+                    "no further",
     )
 
 
 class Experiment(Model):
-    name: str = Field(pattern=NAME_PATTERN)
-    description: str = ""
-    target: Target
-    parameters: tuple[Parameter, ...] = Field(min_length=1)
-    baseline: Baseline = Field(default_factory=Baseline)
-    chaos: Chaos
-    prometheus: Prometheus = Field(default_factory=Prometheus)
-    measure: Measure = Field(default_factory=Measure)
-    metrics: dict[str, str | Metric] = Field(min_length=1)
-    objective: Goal | tuple[Goal, ...]
-    constraints: tuple[str, ...] = ()
-    study: Study = Field(default_factory=Study)
+    """An experiment file: what to tune, under which stress, measured how, towards which goal."""
+
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        description="the study's name: results go to results/<name>/, and it labels what "
+                    "autotune creates in a cluster")
+    description: str = Field(default="", description="free text, shown at the top of the report")
+    target: Target = Field(description="the service to tune")
+    parameters: tuple[Parameter, ...] = Field(
+        min_length=1, description="the runtime settings to tune, each an environment variable")
+    baseline: Baseline = Field(
+        default_factory=Baseline,
+        description="the settings in production today, measured for comparison")
+    chaos: Chaos = Field(description="the stress every measurement is made under")
+    prometheus: Prometheus = Field(default_factory=Prometheus,
+                                   description="where the metrics are read")
+    measure: Measure = Field(default_factory=Measure,
+                             description="how each candidate is measured")
+    metrics: dict[str, str | Metric] = Field(
+        min_length=1,
+        description="named figures of each window: a PromQL query (text), or {query, unit, ...}")
+    objective: Goal | tuple[Goal, ...] = Field(
+        description="what to optimize: one goal, or a list of goals (several objectives: the "
+                    "result is a Pareto front)")
+    constraints: tuple[str, ...] = Field(
+        default=(),
+        description="conditions a candidate must meet to be recommended, each '<metric> <op> "
+                    "<number>' with op one of <=, <, >=, > (e.g. 'error_rate <= 0.01')")
+    study: Study = Field(default_factory=Study, description="the search")
 
     @property
     def goals(self) -> tuple[Goal, ...]:
