@@ -35,6 +35,7 @@ settings before a verdict (adopt / keep / inconclusive). Studies persist and res
 
 EPILOG = """\
 examples:
+  autotune init --command './server -addr 127.0.0.1:{port}'   # a first experiment for yours
   autotune validate experiments/local.yaml
   autotune run experiments/local.yaml --trials 5      # a short run; run again to resume
   autotune status experiments/local.yaml --json
@@ -87,6 +88,43 @@ def build_parser() -> argparse.ArgumentParser:
                         f"${PROMOTE_DIR_VAR}; neither: promote nothing)")
     p.add_argument("--promote-format", choices=EXPORT_FORMATS,
                    help=f"the export's format (default ${PROMOTE_FORMAT_VAR}, else kustomize)")
+
+    p = add("init", "write a first experiment for your service: reads its /metrics (starting "
+                    "--command once on 127.0.0.1, or from --url) and its CPU limit, picks the "
+                    "latency histogram and the Go runtime series it exports, proposes a "
+                    "Go-aware space; the file validates")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--command", dest="service_command", metavar="CMD",
+                      help="how to start your service locally, with {port} where it takes its "
+                           "port, e.g. './server -addr 127.0.0.1:{port}'")
+    what.add_argument("--deployment", metavar="NAMESPACE/NAME",
+                      help="a Deployment on a cluster (reads its container's CPU limit)")
+    p.add_argument("--url", help="read /metrics from this running instance instead (e.g. "
+                                 "http://127.0.0.1:8080, or a kubectl port-forward)")
+    p.add_argument("--container", help="--deployment: the container (default: the only one)")
+    p.add_argument("--prometheus", metavar="URL",
+                   help="--deployment: the Prometheus that scrapes its pods (required)")
+    p.add_argument("--cpus", type=float, default=1.0,
+                   help="--command: the CPU limit to tune for, in CPUs (default 1)")
+    p.add_argument("--path", default="/", help="--command: the path the load generator "
+                                                "requests (default /)")
+    p.add_argument("--health", default="/healthz",
+                   help="--command: the readiness path (default /healthz; /metrics when it "
+                        "does not answer 200)")
+    p.add_argument("--metrics-path", default="/metrics", help="default /metrics")
+    p.add_argument("--forcegc-env", metavar="VAR",
+                   help="the service's variable for a forced runtime.GC() interval in ms "
+                        "(0 = off), if it has one: tuned too")
+    p.add_argument("--cwd", help="--command: its working directory")
+    p.add_argument("--ready-timeout", type=float, default=30.0,
+                   help="--command: seconds to wait for its /metrics (default 30)")
+    p.add_argument("--name", help="the experiment's name (default: from the command or "
+                                  "Deployment)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="where to write it (default <name>.yaml)")
+    p.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--kubeconfig", help="kubeconfig file")
 
     p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
     p.add_argument("file", help="experiment YAML file")
@@ -203,7 +241,7 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
 
 COMMANDS: dict[str, str] = {
     name: f"autotune.commands.{name}"
-    for name in ("run", "nightly", "validate", "schema", "status", "cleanup", "doctor",
+    for name in ("init", "run", "nightly", "validate", "schema", "status", "cleanup", "doctor",
                  "confirm", "report", "export", "history")
 }
 """Each command's module (its ``main(args) -> int``), imported when the command is run."""

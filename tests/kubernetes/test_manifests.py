@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from autotune import scaffold
 from autotune.cli import (
     EXPORT_FORMATS,
     PROMOTE_DIR_VAR,
@@ -24,6 +25,7 @@ from autotune.experiment import Experiment, load_experiment
 from autotune.experiment.durations import parse_duration
 from autotune.experiment.models import Burst
 from autotune.platforms.kubernetes import stack as cluster
+from autotune.platforms.kubernetes.envpatch import cpu_cores
 from autotune.platforms.kubernetes.objects import (
     MANAGED_BY_LABEL,
     STUDY_LABEL,
@@ -65,6 +67,12 @@ def _deployment() -> dict[str, Any]:
     return dep
 
 
+def _api_container() -> dict[str, Any]:
+    [container] = [c for c in _deployment()["spec"]["template"]["spec"]["containers"]
+                   if c["name"] == "api"]
+    return container
+
+
 def _by_kind(path: Path) -> dict[str, dict[str, Any]]:
     return {d["kind"]: d for d in _docs(path)}
 
@@ -85,8 +93,13 @@ def test_api_experiment_is_the_seed_experiment() -> None:
     spec = exp.target.kubernetes
     assert spec is not None and (spec.namespace, spec.deployment, spec.container) == (
         "shop", "api", "api")
-    assert [p.values for p in exp.parameters] == [(2, 4, 8, 16, 32), (500, 2000, 5000, 10000)]
-    assert [p.env_var for p in exp.parameters] == ["GOMAXPROCS", "FORCEGC_INTERVAL_MS"]
+    # The rules `autotune init` follows, for the Deployment's own CPU limit (issue: 32 Ps on one
+    # CPU, no GOMAXPROCS=1, no GOGC and no "off" before).
+    limit = cpu_cores(_api_container()["resources"]["limits"]["cpu"])
+    assert [p.values for p in exp.parameters] == [
+        tuple(scaffold.gomaxprocs_values(limit)), scaffold.GOGC_VALUES, scaffold.FORCEGC_VALUES]
+    assert [p.env_var for p in exp.parameters] == ["GOMAXPROCS", "GOGC", "FORCEGC_INTERVAL_MS"]
+    assert 0 in scaffold.FORCEGC_VALUES and {100, 400} <= set(scaffold.GOGC_VALUES)
     assert (exp.chaos.stress.workers, exp.chaos.stress.load) == (4, 100)
     assert isinstance(exp.chaos.pattern, Burst)
     assert (exp.chaos.pattern.every, exp.chaos.pattern.burst) == (30, 5)

@@ -164,7 +164,7 @@ def test_applies_to_the_shipped_example_deployment(tmp_path: Path) -> None:
                       if d and d.get("kind") == "Deployment")
     b = Builder(experiment((root / "api.yaml").read_text()), tmp_path)
     base = b.exp.baseline_settings()
-    best: dict[str, Setting] = {"GOMAXPROCS": 4, "forcegc_interval_ms": 2000}
+    best: dict[str, Setting] = {"GOMAXPROCS": 1, "GOGC": 400, "forcegc_interval_ms": 2000}
     for i, (v, w) in enumerate([(0.030, 0.004), (0.028, 0.0041), (0.033, 0.0039)], start=1):
         b.add("reference", "confirm", base, m(v), candidate="baseline", round=i)
         b.add("reference", "confirm", best, m(w), candidate=0, round=i)
@@ -179,11 +179,12 @@ def test_applies_to_the_shipped_example_deployment(tmp_path: Path) -> None:
     assert kubernetes_validate.validate(patched, K8S, strict=True)
     before = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
     after = patched["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert after == [*before, {"name": "GOMAXPROCS", "value": "4"},
+    assert after == [*before, {"name": "GOMAXPROCS", "value": "1"},
+                     {"name": "GOGC", "value": "400"},
                      {"name": "FORCEGC_INTERVAL_MS", "value": "2000"}]
     # Back to the baseline (both unset): the delete directives restore the original manifest.
-    undo = strategic_merge(patched, _patch(_with_unset(_with_unset(
-        report, "GOMAXPROCS"), "FORCEGC_INTERVAL_MS"), "api-gomaxprocs-forcegc"))
+    undo = strategic_merge(patched, _patch(_with_unset(_with_unset(_with_unset(
+        report, "GOMAXPROCS"), "GOGC"), "FORCEGC_INTERVAL_MS"), "api-gomaxprocs-forcegc"))
     assert undo == deployment
 
 

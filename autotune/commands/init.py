@@ -1,0 +1,194 @@
+"""``autotune init``: write a first experiment for your service.
+
+The edges only: start the local command once (or read a URL, or a Deployment) to learn which
+series its ``/metrics`` exports and which CPU limit it runs under; ``autotune.scaffold`` turns
+that into the experiment (its docstring has the rules). A command started here is started once,
+on 127.0.0.1, in its own session, and stopped by its process group before init returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from autotune import redaction, scaffold
+from autotune.advice import advise
+from autotune.clock import SystemClock
+from autotune.errors import ExitCode, PrerequisiteError, TargetError
+from autotune.experiment import parse_experiment
+from autotune.platforms.kubernetes.client import connect
+from autotune.platforms.kubernetes.envpatch import cpu_cores
+from autotune.platforms.kubernetes.objects import DEPLOYMENTS
+from autotune.platforms.local.ports import free_port
+from autotune.platforms.local.service import SERVICE_JOB
+
+STOP_GRACE = 5.0
+"""Seconds the probed command gets to exit on SIGTERM before SIGKILL."""
+
+
+def main(args: argparse.Namespace) -> int:
+    service = _deployment(args) if args.deployment else _command(args)
+    text = scaffold.draft(service)
+    out = Path(args.output or f"{service.name}.yaml")
+    if out.exists() and not args.force:
+        print(f"{out} exists; give -o another file, or --force to replace it", file=sys.stderr)
+        return ExitCode.USAGE
+    out.write_text(text)
+    print(f"wrote {out}")
+    for line in text.splitlines():
+        if not line.startswith("# - "):
+            continue
+        print(f"  {line[4:]}")
+    for warning in advise(parse_experiment(text), service.cpu_limit):
+        print(f"  warning: {warning}", file=sys.stderr)
+    print(f"next: autotune validate {out} && autotune run {out}")
+    return ExitCode.OK
+
+
+def _command(args: argparse.Namespace) -> scaffold.Service:
+    if not args.service_command:
+        raise PrerequisiteError("init needs --command (a local service) or --deployment "
+                                "(a Deployment on a cluster)")
+    argv = tuple(shlex.split(args.service_command))
+    if not argv:
+        raise PrerequisiteError("--command is empty")
+    if not any("{port}" in a for a in argv) and args.url is None:
+        raise PrerequisiteError(
+            "--command must contain {port} where the service takes its listening port "
+            "(e.g. --command './server -addr 127.0.0.1:{port}'): autotune gives each trial's "
+            "service a free port")
+    findings: list[str] = []
+    health = args.health
+    if args.url is not None:
+        series, health_ok = _read(args.url.rstrip("/"), args.metrics_path, health, args.path)
+        findings.append(f"/metrics read from {redaction.url(args.url)}")
+    else:
+        series, health_ok = _probe(argv, args.metrics_path, health, args.path,
+                                   args.ready_timeout, args.cwd)
+        findings.append("/metrics read from the command, started once on 127.0.0.1")
+    if not health_ok:
+        findings.append(f"health: {health} did not answer 200, so readiness is {args.metrics_path}")
+        health = args.metrics_path
+    name = args.name or scaffold.experiment_name(Path(argv[0]).stem)
+    return scaffold.Service(
+        name=name, series=series, cpu_limit=args.cpus, local_command=argv, cwd=args.cwd,
+        health=health,
+        metrics_path=args.metrics_path, path=args.path, forcegc_env=args.forcegc_env,
+        service_job=SERVICE_JOB, findings=findings)
+
+
+def _deployment(args: argparse.Namespace) -> scaffold.Service:
+    namespace, _, name = args.deployment.partition("/")
+    if not namespace or not name:
+        raise PrerequisiteError(f"--deployment {args.deployment!r}: write NAMESPACE/NAME")
+    if not args.prometheus:
+        raise PrerequisiteError("--deployment needs --prometheus URL: the Prometheus that "
+                                "scrapes the Deployment's pods")
+    kube = connect(SystemClock(), context=args.context, kubeconfig=args.kubeconfig)
+    dep = kube.get(DEPLOYMENTS, namespace, name)
+    if dep is None:
+        raise TargetError(f"Deployment {namespace}/{name} not found")
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    names = [c["name"] for c in containers]
+    if args.container is None and len(containers) > 1:
+        raise PrerequisiteError(f"Deployment {namespace}/{name} has containers {names}: "
+                                "say which with --container")
+    chosen = [c for c in containers if args.container in (None, c["name"])]
+    if not chosen:
+        raise PrerequisiteError(f"Deployment {namespace}/{name} has no container "
+                                f"{args.container!r} (it has {names})")
+    container = chosen[0]
+    limit = cpu_cores(((container.get("resources") or {}).get("limits") or {}).get("cpu"))
+    findings = [f"container {container['name']}: "
+                + (f"CPU limit {limit:g}" if limit is not None else "no CPU limit")]
+    series = None
+    if args.url is not None:
+        series, _ = _read(args.url.rstrip("/"), args.metrics_path, None, None)
+        findings.append(f"/metrics read from {redaction.url(args.url)}")
+    return scaffold.Service(
+        name=args.name or scaffold.experiment_name(name), series=series, cpu_limit=limit,
+        deployment=(namespace, name, container["name"]), prometheus_url=args.prometheus,
+        forcegc_env=args.forcegc_env, findings=findings)
+
+
+def _read(base: str, metrics_path: str, health: str | None,
+          path: str | None) -> tuple[frozenset[str], bool]:
+    """The series ``base + metrics_path`` exports, and whether ``health`` answers 200.
+
+    One request to ``path`` first: a labelled histogram (promhttp's middleware, a HistogramVec)
+    exports no series at all before its first observation, so an idle service shows none."""
+    if path is not None:
+        with contextlib.suppress(requests.RequestException):
+            requests.get(base + path, timeout=10)
+    try:
+        answer = requests.get(base + metrics_path, timeout=10)
+        answer.raise_for_status()
+    except requests.RequestException as e:
+        raise TargetError(f"cannot read {redaction.url(base + metrics_path)}: "
+                          f"{redaction.scrub(str(e))}") from None
+    healthy = False
+    if health is not None:
+        try:
+            healthy = requests.get(base + health, timeout=10).status_code == 200
+        except requests.RequestException:
+            healthy = False
+    return scaffold.exported_series(answer.text), healthy
+
+
+def _probe(argv: tuple[str, ...], metrics_path: str, health: str, path: str, timeout: float,
+           cwd: str | None) -> tuple[frozenset[str], bool]:
+    """Start the command on a free port, read its /metrics once it answers, stop it."""
+    port = free_port()
+    command = [a.replace("{port}", str(port)) for a in argv]
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as output:
+        try:
+            proc = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as e:
+            raise TargetError(f"cannot start {command[0]}: {e.strerror or e}") from None
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    output.seek(0)
+                    tail = output.read()[-2000:].decode(errors="replace").strip()
+                    raise TargetError(f"{shlex.join(command)} exited with {proc.returncode} "
+                                      f"before serving {metrics_path}" +
+                                      (f":\n{tail}" if tail else ""))
+                try:
+                    if requests.get(base + metrics_path, timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TargetError(f"{shlex.join(command)} did not serve {metrics_path} on "
+                                      f"port {port} within {timeout:g} s")
+                time.sleep(0.2)  # poll interval of a condition, not a wait for an outcome
+            return _read(base, metrics_path, health, path)
+        finally:
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the command's whole process group, SIGKILL to what is left after STOP_GRACE
+    (children of the command too: they share its group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        if sig == signal.SIGTERM:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=STOP_GRACE)
+    proc.wait()
