@@ -205,7 +205,7 @@ class LoadSpec(Model):
         description="the most requests in flight at once (and kept-alive connections); "
                     "requests due beyond it wait, and their waiting counts in their latency")
     timeout: Duration = Field(
-        default=5.0,
+        default=5.0, gt=0,
         description="per request: one without a complete answer by then counts as an error "
                     "(reason timeout); must be > 0 (the generator refuses 0)")
 
@@ -526,7 +526,7 @@ class Prometheus(Model):
         description="extra headers of every request to Prometheus (e.g. X-Scope-OrgID for a "
                     "multi-tenant front end); values are never shown in messages")
     timeout: Duration = Field(
-        default=10.0,
+        default=10.0, gt=0,
         description="the most one request to Prometheus may take, the whole answer included")
 
 

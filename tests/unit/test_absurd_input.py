@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 from collections.abc import Iterator
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -350,3 +351,15 @@ def test_a_duration_of_hundreds_of_digits_is_a_message_not_a_crash() -> None:
 
     with pytest.raises(ValueError, match="too large"):
         parse_duration(10 ** 400)
+
+
+@pytest.mark.parametrize("value", [0, "0s"])
+def test_a_zero_timeout_is_refused_before_anything_starts(value: object) -> None:
+    """Review finding: `prometheus.timeout: 0` and the load generator's `timeout: 0` validated,
+    and then every trial failed (the generator refuses a zero timeout; no query can answer in
+    0 s)."""
+    doc, _ = _put(copy.deepcopy(BASE), ("prometheus", "timeout"), value)
+    assert "prometheus.timeout: must be > 0.0" in _problems(doc)
+    local = yaml.safe_load((Path(__file__).parents[2] / "experiments" / "local.yaml").read_text())
+    local["target"]["local"]["load"]["timeout"] = value
+    assert "target.local.load.timeout: must be > 0.0" in _problems(local)
