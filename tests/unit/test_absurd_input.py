@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
