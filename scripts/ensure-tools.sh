@@ -5,7 +5,8 @@
 #   scripts/ensure-tools.sh test    also what the tests use: openssl (the test control plane's
 #                                   keys), iproute2 (a pod address on lo), util-linux (unshare:
 #                                   PID namespaces), postgresql (initdb/pg_ctl, off PATH in
-#                                   /usr/lib/postgresql/<version>/bin)
+#                                   /usr/lib/postgresql/<version>/bin), chromium (headless:
+#                                   report.html checked in a real browser)
 set -euo pipefail
 missing=()
 command -v stress-ng >/dev/null 2>&1 || [ -n "${AUTOTUNE_STRESS_NG:-}" ] || missing+=(stress-ng)
@@ -16,6 +17,7 @@ if [ "${1:-}" = "test" ]; then
   command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
   command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
     || missing+=(postgresql)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"

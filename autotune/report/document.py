@@ -48,6 +48,8 @@ Block = Heading | Paragraph | Bullets | Table | Figure
 
 VERDICT_TITLE = {"adopt": "ADOPT", "keep current": "KEEP CURRENT",
                  "inconclusive": "INCONCLUSIVE"}
+# The verdict's heading starts with this and its VERDICT_TITLE (html.py colours it by that).
+VERDICT_HEADING = "Verdict: "
 
 
 def value(x: float | None, unit: str = "") -> str:
@@ -96,7 +98,7 @@ def _verdict(report: Report) -> list[Block]:
     title = VERDICT_TITLE[report.verdict]
     if report.recommendation and chosen is not None:
         title += f": {chosen.id} ({settings(chosen.settings)})"
-    out: list[Block] = [Heading(2, f"Verdict: {title}"), Paragraph(report.reason, strong=True)]
+    out: list[Block] = [Heading(2, VERDICT_HEADING + title), Paragraph(report.reason, strong=True)]
     if chosen is not None and report.baseline is not None:
         label = "recommended" if report.recommendation else f"best candidate ({chosen.id})"
         out.append(Table(
