@@ -37,12 +37,12 @@ STOP_GRACE = 5.0
 
 
 def main(args: argparse.Namespace) -> int:
-    service = _deployment(args) if args.deployment else _command(args)
-    text = scaffold.draft(service)
-    out = Path(args.output or f"{service.name}.yaml")
-    if out.exists() and not args.force:
+    out = Path(args.output or f"{_name(args)}.yaml")
+    if out.exists() and not args.force:  # before the service is started for nothing
         print(f"{out} exists; give -o another file, or --force to replace it", file=sys.stderr)
         return ExitCode.USAGE
+    service = _deployment(args) if args.deployment else _command(args)
+    text = scaffold.draft(service)
     out.write_text(text)
     print(f"wrote {out}")
     for line in text.splitlines():
@@ -53,6 +53,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"  warning: {warning}", file=sys.stderr)
     print(f"next: autotune validate {out} && autotune run {out}")
     return ExitCode.OK
+
+
+def _name(args: argparse.Namespace) -> str:
+    """The experiment's name: --name, else from the Deployment or the command's program."""
+    if args.name:
+        return str(args.name)
+    if args.deployment:
+        return scaffold.experiment_name(args.deployment.partition("/")[2])
+    argv = shlex.split(args.service_command or "")
+    return scaffold.experiment_name(Path(argv[0]).stem if argv else "service")
 
 
 def _command(args: argparse.Namespace) -> scaffold.Service:
@@ -79,9 +89,8 @@ def _command(args: argparse.Namespace) -> scaffold.Service:
     if not health_ok:
         findings.append(f"health: {health} did not answer 200, so readiness is {args.metrics_path}")
         health = args.metrics_path
-    name = args.name or scaffold.experiment_name(Path(argv[0]).stem)
     return scaffold.Service(
-        name=name, series=series, cpu_limit=args.cpus, local_command=argv, cwd=args.cwd,
+        name=_name(args), series=series, cpu_limit=args.cpus, local_command=argv, cwd=args.cwd,
         health=health,
         metrics_path=args.metrics_path, path=args.path, forcegc_env=args.forcegc_env,
         service_job=SERVICE_JOB, findings=findings)
@@ -116,7 +125,7 @@ def _deployment(args: argparse.Namespace) -> scaffold.Service:
         series, _ = _read(args.url.rstrip("/"), args.metrics_path, None, None)
         findings.append(f"/metrics read from {redaction.url(args.url)}")
     return scaffold.Service(
-        name=args.name or scaffold.experiment_name(name), series=series, cpu_limit=limit,
+        name=_name(args), series=series, cpu_limit=limit,
         deployment=(namespace, name, container["name"]), prometheus_url=args.prometheus,
         forcegc_env=args.forcegc_env, findings=findings)
 
@@ -126,10 +135,19 @@ def _read(base: str, metrics_path: str, health: str | None,
     """The series ``base + metrics_path`` exports, and whether ``health`` answers 200.
 
     One request to ``path`` first: a labelled histogram (promhttp's middleware, a HistogramVec)
-    exports no series at all before its first observation, so an idle service shows none."""
+    exports no series at all before its first observation, so an idle service shows none. That
+    request must succeed: the load generator sends nothing else, and counts every answer that is
+    not 2xx as an error (a study of 404s measures nothing)."""
     if path is not None:
-        with contextlib.suppress(requests.RequestException):
-            requests.get(base + path, timeout=10)
+        try:
+            status = requests.get(base + path, timeout=10).status_code
+        except requests.RequestException as e:
+            raise TargetError(f"GET {path} failed: {redaction.scrub(str(e))}") from None
+        if not 200 <= status < 300:
+            raise PrerequisiteError(
+                f"GET {path} answered {status}: the load generator would send only that request "
+                "and count every answer as an error; give --path an endpoint that serves a real "
+                "request (e.g. --path /api/items)")
     try:
         answer = requests.get(base + metrics_path, timeout=10)
         answer.raise_for_status()

@@ -87,3 +87,16 @@ def test_init_never_replaces_a_file_unasked(
     assert code == 2 and "--force" in capsys.readouterr().err
     assert out.read_text() == "# my own experiment\n"
     assert _running(inventory) == []
+
+
+def test_init_refuses_a_load_path_the_service_does_not_serve(
+        inventory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found in the walkthrough: the default path `/` answers 404 in this service; a study of
+    404s would count every request as an error."""
+    code = main(["init", "--command", f"{inventory} -listen 127.0.0.1:{{port}}",
+                 "-o", str(tmp_path / "x.yaml")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "GET / answered 404" in err and "--path" in err
+    assert not (tmp_path / "x.yaml").exists()
+    assert _running(inventory) == []
