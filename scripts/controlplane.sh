@@ -4,7 +4,8 @@
 # tests/controlplane/go.mod (and go.sum). Built once per machine into a cache keyed by go.mod,
 # go.sum and the Go version, so a second `make test` reuses them.
 #
-#   scripts/controlplane.sh          build if missing; print the directory of the binaries
+#   scripts/controlplane.sh          build if missing (and kustomize: scripts/kustomize.sh);
+#                                    print the directory of the control plane's binaries
 #   scripts/controlplane.sh --where  print that directory only (exit 1 if not built)
 #
 # The first build on a 2-core machine takes ~9 minutes (docs/measurements/controlplane-*.txt).
@@ -50,6 +51,10 @@ if [ "${1:-}" = "--where" ]; then
   built && { echo "$cache/bin"; exit 0; }
   exit 1
 fi
+# kustomize too, for tests/kubernetes/test_deploy_manifests.py: its own script and cache (keyed
+# by its version), ~2 minutes the first time. On stderr: this script's stdout stays the control
+# plane's directory, which tests/controlplane/cluster.py reads.
+"$here/scripts/kustomize.sh" >&2
 if built; then
   echo "$cache/bin"
   exit 0
