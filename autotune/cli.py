@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--health", default="/healthz",
                    help="--command: the readiness path (default /healthz; /metrics when it "
                         "does not answer 200)")
-    p.add_argument("--metrics-path", default="/metrics", help="default /metrics")
+    p.add_argument("--metrics-path", default="/metrics",
+                   help="where the service serves its Prometheus metrics (default /metrics)")
     p.add_argument("--forcegc-env", metavar="VAR",
                    help="the service's variable for a forced runtime.GC() interval in ms "
                         "(0 = off), if it has one: tuned too")
