@@ -3,17 +3,14 @@
 The edges only: start the local command once (or read a URL, or a Deployment) to learn which
 series its ``/metrics`` exports and which CPU limit it runs under; ``autotune.scaffold`` turns
 that into the experiment (its docstring has the rules). A command started here is started once,
-on 127.0.0.1, in its own session, and stopped by its process group before init returns.
+on 127.0.0.1, through ``platforms.local.proc`` like every process autotune starts (its own
+process group, stopped by PID before init returns).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shlex
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,11 +26,12 @@ from autotune.experiment import parse_experiment
 from autotune.platforms.kubernetes.client import connect
 from autotune.platforms.kubernetes.envpatch import cpu_cores
 from autotune.platforms.kubernetes.objects import DEPLOYMENTS
+from autotune.platforms.local import proc
 from autotune.platforms.local.ports import free_port
 from autotune.platforms.local.service import SERVICE_JOB
 
 STOP_GRACE = 5.0
-"""Seconds the probed command gets to exit on SIGTERM before SIGKILL."""
+"""Seconds the probed command gets to exit on SIGTERM before its group gets SIGKILL."""
 
 
 def main(args: argparse.Namespace) -> int:
@@ -165,23 +163,21 @@ def _read(base: str, metrics_path: str, health: str | None,
 
 def _probe(argv: tuple[str, ...], metrics_path: str, health: str, path: str, timeout: float,
            cwd: str | None) -> tuple[frozenset[str], bool]:
-    """Start the command on a free port, read its /metrics once it answers, stop it."""
+    """Start the command on a free port (in its own process group, with the environment a
+    run gives the service: no storage URL, no token), read its /metrics once it answers, stop
+    it by PID."""
     port = free_port()
     command = [a.replace("{port}", str(port)) for a in argv]
     base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as output:
-        try:
-            proc = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as e:
-            raise TargetError(f"cannot start {command[0]}: {e.strerror or e}") from None
+    with tempfile.TemporaryDirectory(prefix="autotune-init-") as tmp:
+        service = proc.start(command, role="service (init's probe)", cwd=cwd,
+                             env=redaction.child_env([]), log_path=Path(tmp) / "service.log")
         try:
             deadline = time.monotonic() + timeout
             while True:
-                if proc.poll() is not None:
-                    output.seek(0)
-                    tail = output.read()[-2000:].decode(errors="replace").strip()
-                    raise TargetError(f"{shlex.join(command)} exited with {proc.returncode} "
+                if not service.running():
+                    tail = service.tail()
+                    raise TargetError(f"{shlex.join(command)} exited with {service.returncode} "
                                       f"before serving {metrics_path}" +
                                       (f":\n{tail}" if tail else ""))
                 try:
@@ -195,18 +191,4 @@ def _probe(argv: tuple[str, ...], metrics_path: str, health: str, path: str, tim
                 time.sleep(0.2)  # poll interval of a condition, not a wait for an outcome
             return _read(base, metrics_path, health, path)
         finally:
-            _stop(proc)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the command's whole process group, SIGKILL to what is left after STOP_GRACE
-    (children of the command too: they share its group)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        if sig == signal.SIGTERM:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=STOP_GRACE)
-    proc.wait()
+            service.stop(grace=STOP_GRACE)
