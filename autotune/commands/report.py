@@ -34,7 +34,11 @@ def write(exp: Experiment, storage: str | None, out: Path | None) -> tuple[list[
         written += history.write(nights, out)
         with (out / "report.md").open("a") as f:
             f.write("\n" + history.markdown(nights))
-    return written, f"verdict: {report.verdict.upper()} - {report.reason}"
+    chosen = report.configuration(report.best_candidate)
+    return written, session.verdict_line({
+        "verdict": report.verdict, "reason": report.reason,
+        "candidate": None if chosen is None else {"settings": chosen.settings,
+                                                  "env": chosen.env}})
 
 
 def report_line(exp: Experiment, storage: str | None) -> int:

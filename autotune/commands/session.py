@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from autotune.backends import build
 from autotune.clock import SystemClock
@@ -57,8 +58,7 @@ def runner(exp: Experiment, digest: str, plain: bool,
 
 
 def verdict_text(exp: Experiment, studies: st.Studies) -> str:
-    report = build_report(exp, studies)
-    return f"verdict: {report.verdict.upper()} - {report.reason}"
+    return verdict_line(history.verdict_record(exp, studies))
 
 
 def capture(exp: Experiment, studies: st.Studies, study_runner: StudyRunner) -> None:
@@ -96,10 +96,24 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
             progress.stop()
     print(run_text(night.result, status_data(exp, night.studies), str(st.results_dir(exp))))
     if night.confirmed:
-        print(f"verdict: {night.verdict['verdict'].upper()} - {night.verdict['reason']}")
+        print(verdict_line(night.verdict))
     else:
         print("no confirmation runs: `autotune confirm` re-measures the top candidates")
     for line in night.lines():
         print(line)
     return (ExitCode.DRIFT if args.fail_on_drift and night.drift.status == "drifted"
             else ExitCode.OK)
+
+
+def verdict_line(record: dict[str, Any]) -> str:
+    """``verdict: ADOPT GOMAXPROCS=1 GOGC=50 - <reason>``: on ADOPT the settings themselves,
+    since the run's "best" line above names the best single search measurement, which can be
+    another configuration than the one the pooled confirmation runs chose (the walkthrough's
+    stumble)."""
+    verdict = str(record["verdict"]).upper()
+    candidate = record.get("candidate")
+    if record["verdict"] == "adopt" and candidate:
+        settings = " ".join(f"{k}={'unset' if v is None else v}"
+                            for k, v in (candidate.get("env") or candidate["settings"]).items())
+        verdict = f"{verdict} {settings}"
+    return f"verdict: {verdict} - {record['reason']}"

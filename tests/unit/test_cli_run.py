@@ -144,7 +144,9 @@ def test_run_confirms_by_default_and_prints_the_verdict(workdir: Path) -> None:
                          cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 0, out
-    assert re.search(r"^verdict: (ADOPT|KEEP CURRENT|INCONCLUSIVE) - ", out, re.MULTILINE), out
+    # On ADOPT the line names the variables it adopts (`verdict: ADOPT GOMAXPROCS=2 - ...`).
+    assert re.search(r"^verdict: (ADOPT( [A-Z0-9_]+=\S+)+|KEEP CURRENT|INCONCLUSIVE) - ", out,
+                     re.MULTILINE), out
     confirms = [r for r in _journal(workdir) if r["kind"] == "confirm"]
     assert len(confirms) == 2 * 3  # 2 rounds of 2 candidates + the baseline
     assert "3 search trials complete" in out

@@ -48,6 +48,12 @@ def test_a_night_runs_promotes_on_adopt_reports_and_records(
     assert "verdict: ADOPT" in out, out
     promoted = workdir / "promote" / "nightly.env"
     assert f"wrote {promoted}" in out
+    # The verdict line names the settings it adopts, those the promoted file carries (the
+    # run's "best" line may name another configuration: one search measurement).
+    adopted = [line for line in out.splitlines() if line.startswith("verdict: ADOPT ")]
+    assert adopted, out
+    exported = {line for line in promoted.read_text().splitlines() if not line.startswith("#")}
+    assert exported and all(setting in adopted[0] for setting in exported), (adopted, exported)
     assert "GOMAXPROCS=" in promoted.read_text()
     results = workdir / "results" / "nightly"
     assert (results / "report.md").exists() and (results / "nights.json").exists()
