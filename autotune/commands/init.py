@@ -169,6 +169,7 @@ def _probe(argv: tuple[str, ...], metrics_path: str, health: str, path: str, tim
     port = free_port()
     command = [a.replace("{port}", str(port)) for a in argv]
     base = f"http://127.0.0.1:{port}"
+    shown = shlex.join(redaction.argv(command))  # a --password=x in it is masked
     with tempfile.TemporaryDirectory(prefix="autotune-init-") as tmp:
         service = proc.start(command, role="service (init's probe)", cwd=cwd,
                              env=redaction.child_env([]), log_path=Path(tmp) / "service.log")
@@ -177,7 +178,7 @@ def _probe(argv: tuple[str, ...], metrics_path: str, health: str, path: str, tim
             while True:
                 if not service.running():
                     tail = service.tail()
-                    raise TargetError(f"{shlex.join(command)} exited with {service.returncode} "
+                    raise TargetError(f"{shown} exited with {service.returncode} "
                                       f"before serving {metrics_path}" +
                                       (f":\n{tail}" if tail else ""))
                 try:
@@ -186,7 +187,7 @@ def _probe(argv: tuple[str, ...], metrics_path: str, health: str, path: str, tim
                 except requests.RequestException:
                     pass
                 if time.monotonic() > deadline:
-                    raise TargetError(f"{shlex.join(command)} did not serve {metrics_path} on "
+                    raise TargetError(f"{shown} did not serve {metrics_path} on "
                                       f"port {port} within {timeout:g} s")
                 time.sleep(0.2)  # poll interval of a condition, not a wait for an outcome
             return _read(base, metrics_path, health, path)

@@ -70,11 +70,13 @@ def test_init_writes_a_valid_experiment_from_what_the_service_exports(
 
 def test_init_says_why_when_the_service_does_not_start(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["init", "--command", "/bin/sh -c 'echo cannot bind {port} >&2; exit 3'",
+    code = main(["init", "--command",
+                 "/bin/sh -c 'echo cannot bind {port} >&2; exit 3' --password=hunter2",
                  "-o", str(tmp_path / "x.yaml")])
     err = capsys.readouterr().err
     assert code == 1
     assert "exited with 3 before serving /metrics" in err and "cannot bind" in err
+    assert "hunter2" not in err, "a secret in the command line is masked in the message"
     assert not (tmp_path / "x.yaml").exists()
 
 
