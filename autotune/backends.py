@@ -26,6 +26,15 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
     )
 
 
+def _replay(exp: Experiment, results: Path, clock: Clock, context: str | None,
+            preflight: bool) -> Backends:
+    from autotune.platforms.replay import Replay, ReplayGrid
+
+    assert exp.target.replay is not None
+    return Replay(exp, ReplayGrid.load(exp.target.replay.grid), clock,
+                  seed=exp.study.seed).backends()
+
+
 def _local(exp: Experiment, results: Path, clock: Clock, context: str | None,
            preflight: bool) -> Backends:
     from autotune.platforms.local.doctor import require
@@ -47,6 +56,7 @@ REGISTRY: dict[str, Callable[[Experiment, Path, Clock, str | None, bool], Backen
     "simulated": _simulated,
     "local": _local,
     "kubernetes": _kubernetes,
+    "replay": _replay,
 }
 
 

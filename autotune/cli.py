@@ -232,12 +232,18 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=_positive, default=3, help="candidates to confirm (default 3)")
     p.add_argument("--repeats", type=_positive, default=3,
-                   help="confirmation rounds; each measures every candidate and the baseline "
-                        "once, in a shuffled order (default 3)")
+                   help="confirmation rounds, at most: the first measures every candidate and "
+                        "the baseline in a shuffled order, each later one the best and the "
+                        "baseline; it stops at the first round after which the verdict is "
+                        "decisive, every look at 1 - 5%%/N confidence (default 3; with --fixed "
+                        "exactly N rounds of every candidate)")
+    p.add_argument("--fixed", action="store_true",
+                   help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
+                        "adaptive runs (the procedure before sequential confirmation)")
     p.add_argument("--extra", type=int, default=6, metavar="N",
-                   help="adaptive confirmation: up to N more runs, spent only while the best "
-                        "candidate is not separated from the runner-up or the baseline (default "
-                        "6; 0 = fixed rounds only)")
+                   help="up to N more runs while a comparison is not separated: the drift "
+                        "check's, and with --fixed the confirmation's adaptive rounds (default "
+                        "6; 0 = none)")
 
 
 COMMANDS: dict[str, str] = {

@@ -22,8 +22,9 @@ def cluster_checks(exp: Experiment, context: str | None = None) -> list[Check]:
 def run(exp: Experiment | None, context: str | None = None) -> list[Check]:
     if exp is not None and exp.target.kubernetes is not None:
         return cluster_checks(exp, context)
-    if exp is not None and exp.target.simulated is not None:
-        return [Check("simulated target", True, "needs nothing beyond autotune itself")]
+    if exp is not None and exp.target.kind in ("simulated", "replay"):
+        return [Check(f"{exp.target.kind} target", True,
+                      "needs nothing beyond autotune itself")]
     checks = local_checks()
     if exp is not None and exp.prometheus.url is not None:
         checks = [c for c in checks if c.name != "prometheus"]

@@ -20,7 +20,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         runner, progress = session.runner(exp, digest, args.plain, args.context)
         done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
-                       seed=exp.study.seed, extra=args.extra)
+                       seed=exp.study.seed, extra=args.extra, sequential=not args.fixed)
         session.capture(exp, studies, runner)
     finally:
         if isinstance(progress, RichProgress):

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from autotune.backends import build
-from autotune.clock import SystemClock
+from autotune.clock import Clock, FakeClock, SystemClock
 from autotune.errors import ExitCode, ExperimentError, StudyError
 from autotune.experiment import Experiment, load_experiment
 from autotune.platforms.local.promtool import check_queries
@@ -48,7 +49,9 @@ def runner(exp: Experiment, digest: str, plain: bool,
     except OSError as e:
         raise StudyError(f"cannot create the results directory {results}: "
                          f"{e.strerror or e}") from None
-    clock = SystemClock()
+    # A replayed grid waits its recorded durations on a simulated clock: the run takes seconds
+    # and its clock tells how long the recording stack would have needed.
+    clock: Clock = FakeClock(time.time()) if exp.target.replay is not None else SystemClock()
     progress: Progress = (RichProgress() if sys.stderr.isatty() and not plain
                           else PlainProgress())
     backends = build(exp, results, clock, context=context)
@@ -83,8 +86,10 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     options = nightly.NightOptions(
         budget=args.trials or exp.study.trials, new_study=args.new_study,
-        confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra)
+        confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra,
+        sequential=not args.fixed)
     progress: Progress | None = None
+    started = time.monotonic()
     try:
         study_runner, progress = runner(exp, digest, args.plain, args.context)
         night = nightly.run_night(exp, st.storage_url(exp, args.storage), study_runner, options,
@@ -101,6 +106,10 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
         print("no confirmation runs: `autotune confirm` re-measures the top candidates")
     for line in night.lines():
         print(line)
+    if exp.target.replay is not None:
+        print(f"replayed: {study_runner.clock.monotonic() / 60:.1f} min of the recording "
+              f"stack's time (warm-ups, windows, recorded overheads) in "
+              f"{time.monotonic() - started:.0f} s")
     return (ExitCode.DRIFT if args.fail_on_drift and night.drift.status == "drifted"
             else ExitCode.OK)
 

@@ -82,6 +82,8 @@ class Comparison:
     """For ``unclear``: total repeats per configuration estimated to settle it."""
     borrowed_noise: bool = False
     """The candidate had one value, spread like the baseline repeats (``borrow_noise``)."""
+    confidence: float = CONFIDENCE
+    """Of the interval (a sequential confirmation's looks use a higher one)."""
 
 
 def compare(
@@ -108,7 +110,7 @@ def compare(
     base = Comparison(metric=metric, direction=direction, n_candidate=len(candidate),
                       n_baseline=len(b), candidate_median=med_c, baseline_median=med_b,
                       improvement=None, low=None, high=None, outcome="unclear",
-                      repeats_needed=None, borrowed_noise=borrowed)
+                      repeats_needed=None, borrowed_noise=borrowed, confidence=confidence)
     if med_b == 0:
         return base
     sign = -1.0 if direction == "minimize" else 1.0
@@ -223,11 +225,16 @@ def describe(c: Comparison) -> str:
     text = (f"{c.metric} median {c.candidate_median:.4g} vs {c.baseline_median:.4g} "
             f"(improvement {c.improvement:+.1%}")
     if c.low is not None and c.high is not None:
-        text += f", {CONFIDENCE:.0%} CI {c.low:+.1%} .. {c.high:+.1%}"
+        text += f", {_percent(c.confidence)} CI {c.low:+.1%} .. {c.high:+.1%}"
     else:
         text += ", no interval: fewer than 2 values on a side"
     n = f"{c.n_candidate}{' (noise borrowed from the baseline)' if c.borrowed_noise else ''}"
     return text + f"; n={n} vs {c.n_baseline})"
+
+
+def _percent(confidence: float) -> str:
+    """95% -> "95%", 98.75% -> "98.75%": as precise as the confidence is."""
+    return f"{confidence * 100:.4g}%"
 
 
 def _adopt_reason(e: Evidence, confirmed: bool) -> str:

@@ -10,6 +10,7 @@ import re
 from autotune.experiment.expressions import parse_constraint
 from autotune.experiment.models import (
     MAX_ENUMERATED,
+    TARGET_KINDS,
     Experiment,
     Parameter,
     Scalar,
@@ -251,9 +252,9 @@ def _outside(p: Parameter, value: Scalar) -> str | None:
 
 def _check_target(exp: Experiment) -> list[str]:
     t = exp.target
-    kinds = [k for k in ("local", "kubernetes", "simulated") if getattr(t, k) is not None]
+    kinds = [k for k in TARGET_KINDS if getattr(t, k) is not None]
     if len(kinds) != 1:
-        return ["target: must have exactly one of local, kubernetes, simulated"
+        return [f"target: must have exactly one of {', '.join(TARGET_KINDS)}"
                 + (f" (found {', '.join(kinds)})" if kinds else "")]
     problems = []
     if t.local is not None:
@@ -330,8 +331,9 @@ def _check_measure(exp: Experiment) -> list[str]:
     problems = []
     if exp.measure.window <= 0:
         problems.append("measure.window: must be > 0")
-    if exp.measure.capture and exp.target.simulated is not None:
-        problems.append("measure.capture: a simulated target runs no Go service to capture")
+    if exp.measure.capture and exp.target.kind in ("simulated", "replay"):
+        problems.append(f"measure.capture: a {exp.target.kind} target runs no Go service to "
+                        "capture")
     cluster = exp.target.kubernetes
     if exp.measure.capture and cluster is not None and cluster.pprof_port is None:
         problems.append("target.kubernetes.pprof_port: required with measure.capture (the "
@@ -347,7 +349,7 @@ def _check_measure(exp: Experiment) -> list[str]:
                         "name the metric of the served request rate, e.g. "
                         "{metric: request_rate, tolerance: 0.1}, or let autotune generate the "
                         "load (target.kubernetes.load)")
-    if exp.target.kind != "simulated":
+    if exp.target.kind not in ("simulated", "replay"):
         needed = 4 * exp.prometheus.scrape_interval
         if exp.measure.window < needed:
             problems.append(f"measure.window: must be >= 4 scrape intervals ({needed:g}s) so "

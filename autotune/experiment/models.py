@@ -399,8 +399,31 @@ class SimulatedTarget(Model):
     )
 
 
+TARGET_KINDS = ("local", "kubernetes", "simulated", "replay")
+
+
+class ReplayTarget(Model):
+    """A recorded grid played back (``benchmarks/grid_local.py`` records one): each trial of a
+    configuration answers with one of its recorded repeats, drawn at random, and costs the
+    repeat's recorded overhead (restart, readiness) plus the experiment's warm-up and window, on
+    a simulated clock. A whole ``autotune run`` then takes seconds and says how long it would
+    have taken on the stack that recorded the grid.
+    """
+
+    grid: str = Field(
+        min_length=1,
+        description="the recorded grid (CSV: one row per trial, the configuration as "
+                    "NAME=value ... with unset for a variable left unset, one column per "
+                    "metric), relative to the working directory")
+    cpus: Number | None = Field(
+        default=None, gt=0,
+        description="the CPU limit of the service the grid was recorded on (the initial "
+                    "design's Go-aware prior starts from it); unknown when absent")
+
+
 class Target(Model):
-    """The service to tune and where it runs: exactly one of local, kubernetes, simulated."""
+    """The service to tune and where it runs: exactly one of local, kubernetes, simulated,
+    replay."""
 
     local: LocalTarget | None = Field(
         default=None, description="a service run on this machine, restarted for every trial")
@@ -408,10 +431,13 @@ class Target(Model):
         default=None, description="a Deployment in a cluster, patched for every trial")
     simulated: SimulatedTarget | None = Field(
         default=None, description="a simulated service, to try autotune without one")
+    replay: ReplayTarget | None = Field(
+        default=None, description="a recorded grid played back on a simulated clock, to "
+                                  "measure how a whole run would go in seconds")
 
     @property
     def kind(self) -> str:
-        for kind in ("local", "kubernetes", "simulated"):
+        for kind in TARGET_KINDS:
             if getattr(self, kind) is not None:
                 return kind
         return "none"
@@ -740,12 +766,13 @@ class Study(Model):
         default=5, ge=1, description="stop the study after this many failed trials in a row"
     )
     early_stop: Count | None = Field(
-        default=None, ge=1, le=1000,
-        description="stop the search once this many sampler-chosen trials in a row have not "
-                    "improved the best by more than the baseline repeats' relative range "
-                    "(autotune/study/night/early_stop.py); only with one objective and at "
-                    "least 2 baseline repeats. A resumed study that already meets it searches "
-                    "no further",
+        default=2, ge=1, le=1000,
+        description="the search's stop rule: stop once this many sampler-chosen trials in a "
+                    "row have not improved the best by more than the baseline repeats' "
+                    "relative range, so study.trials is a ceiling "
+                    "(autotune/study/night/early_stop.py; null: search until study.trials); "
+                    "only with one objective and at least 2 baseline repeats. A resumed study "
+                    "that already meets it searches no further",
     )
 
 
@@ -820,5 +847,7 @@ class Experiment(Model):
             apply = self.target.kubernetes.rollout_timeout
         elif self.target.simulated is not None:
             apply = self.target.simulated.apply_seconds
+        elif self.target.replay is not None:
+            apply = 0.0  # its recorded overhead runs on a simulated clock
         one = apply + self.measure.warmup + self.measure.window + 120.0
         return one * (1 + self.measure.noise_guard.retries)

@@ -7,16 +7,23 @@ metric). For the configuration a trial applies, every metric comes from one reco
 it, drawn at random; the noise a study sees is the noise the stack really had. A configuration
 the grid lacks reads as ``Unavailable``, so its trial fails with the reason instead of receiving
 an invented value. The values were recorded under the grid's own stress: the replay does not
-model a different ``chaos`` section. Time is the injected clock's (a ``FakeClock`` makes a trial
-free).
+model a different ``chaos`` section.
+
+Time is the injected clock's. Applying a configuration waits the drawn repeat's recorded
+``overhead_s`` (restart, readiness and scrape lag beyond the warm-up and window: the grid's
+median when a row lacks it); the trial's phases then wait the experiment's warm-up and window as
+on a real stack. On a ``FakeClock`` (``autotune run`` of a ``target.replay``) the whole run takes
+seconds, and the clock says how long the recording stack would have needed.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import math
 import random
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,37 +48,65 @@ EnvKey = tuple[str | None, ...]
 
 
 @dataclass(frozen=True)
+class Repeat:
+    """One recorded trial of a configuration: what it measured and what it cost."""
+
+    metrics: Measurement
+    overhead: float | None
+    """Seconds beyond warm-up and window (restart, readiness); None if not recorded."""
+
+
+@dataclass(frozen=True)
 class ReplayGrid:
     """The COMPLETE rows of a recorded grid: configuration label -> its repeats."""
 
     path: Path
-    rows: Mapping[str, tuple[Measurement, ...]]
+    rows: Mapping[str, tuple[Repeat, ...]]
     metrics: tuple[str, ...]
     skipped: int
     """Rows that were not COMPLETE (a failed trial has no measurement to replay)."""
+    sha256: str = ""
+    """Of the file's bytes: which recording this is, whatever its path."""
+
+    @property
+    def overhead(self) -> float:
+        """The median recorded overhead of every repeat (0 when none was recorded)."""
+        known = [r.overhead for reps in self.rows.values() for r in reps
+                 if r.overhead is not None]
+        return statistics.median(known) if known else 0.0
 
     @classmethod
     def load(cls, path: str | Path) -> ReplayGrid:
         path = Path(path)
         try:
-            with path.open(newline="") as f:
-                reader = csv.DictReader(f)
-                columns = list(reader.fieldnames or [])
-                records = list(reader)
+            data = path.read_bytes()
+            reader = csv.DictReader(data.decode("utf-8", errors="replace").splitlines())
+            columns = list(reader.fieldnames or [])
+            records = list(reader)
         except OSError as e:
             raise TargetError(f"cannot read the grid {path}: {e}") from None
         if not {"config", "state"} <= set(columns):
             raise TargetError(f"{path} is not a recorded grid: it needs the columns config and "
                               f"state (it has {', '.join(columns) or 'none'})")
         metrics = tuple(c for c in columns if c not in _NOT_METRICS)
-        rows: dict[str, list[Measurement]] = {}
+        rows: dict[str, list[Repeat]] = {}
         skipped = 0
         for record in records:
             if record["state"] != "COMPLETE":
                 skipped += 1
                 continue
-            rows.setdefault(record["config"].strip(), []).append(_measurement(record, metrics))
-        return cls(path, {k: tuple(v) for k, v in rows.items()}, metrics, skipped)
+            rows.setdefault(record["config"].strip(), []).append(
+                Repeat(_measurement(record, metrics), _seconds(record.get("overhead_s"))))
+        return cls(path, {k: tuple(v) for k, v in rows.items()}, metrics, skipped,
+                   hashlib.sha256(data).hexdigest())
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        value = float(text or "nan")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _measurement(record: Mapping[str, str], metrics: tuple[str, ...]) -> Measurement:
@@ -113,7 +148,7 @@ class Replay:
                  seed: int | None = None) -> None:
         self.exp, self.grid, self.clock, self.seed = exp, grid, clock, seed
         self.vars = tuple(p.env_var for p in exp.parameters)
-        self.configs: dict[EnvKey, tuple[Measurement, ...]] = {}
+        self.configs: dict[EnvKey, tuple[Repeat, ...]] = {}
         self.outside = 0
         """Recorded configurations the experiment's space cannot reach."""
         names = {p.name for p in exp.parameters}
@@ -130,6 +165,8 @@ class Replay:
                 continue
             self.configs[key] = self.configs.get(key, ()) + repeats
         self.applied: dict[str, str | None] | None = None
+        self.current: Repeat | None = None
+        """The repeat the applied configuration answers with (drawn when it is applied)."""
         self.generation = 0
         self.active: dict[str, float] = {}
         """Injection id -> the time its dead-man switch ends it."""
@@ -149,9 +186,9 @@ class Replay:
 
     def recorded(self, env: Env) -> tuple[Measurement, ...]:
         """Every recorded repeat of the configuration (empty if the grid lacks it)."""
-        return self.configs.get(self.key(env), ())
+        return tuple(r.metrics for r in self.configs.get(self.key(env), ()))
 
-    def draw(self, env: Env) -> Measurement | None:
+    def draw(self, env: Env) -> Repeat | None:
         key = self.key(env)
         repeats = self.configs.get(key)
         if not repeats:
@@ -171,13 +208,18 @@ class ReplayService:
     def describe(self) -> dict[str, Any]:
         r = self.replay
         facts: dict[str, Any] = {
-            "kind": "replay", "grid": str(r.grid.path), "configurations": len(r.configs),
+            "kind": "replay", "grid": str(r.grid.path), "grid_sha256": r.grid.sha256,
+            "configurations": len(r.configs),
             "measurements": sum(len(v) for v in r.configs.values()),
-            "outside_space": r.outside, "failed_rows": r.grid.skipped}
-        # A grid is recorded on the experiment's own local target (benchmarks/grid_local.py):
-        # its CPU limit is a fact of the recording, which the initial design's prior needs.
-        if r.exp.target.local is not None:
-            facts["cpus"] = r.exp.target.local.cpus
+            "outside_space": r.outside, "failed_rows": r.grid.skipped,
+            "overhead_median_s": round(r.grid.overhead, 3)}
+        # The CPU limit the grid was recorded with is a fact of the recording, which the initial
+        # design's prior needs: target.replay.cpus, or the local target a benchmark replays.
+        target = r.exp.target
+        cpus = (target.replay.cpus if target.replay is not None
+                else target.local.cpus if target.local is not None else None)
+        if cpus is not None:
+            facts["cpus"] = cpus
         return facts
 
     def apply(self, env: Env) -> Live:
@@ -187,6 +229,9 @@ class ReplayService:
             raise TargetError(f"unknown variables {sorted(unknown)}")
         r.generation += 1
         r.applied = dict(env)
+        r.current = r.draw(env)
+        overhead = r.current.overhead if r.current is not None else None
+        r.clock.sleep(r.grid.overhead if overhead is None else overhead)
         return Live(env=dict(env), since=r.clock.now(), scope=(Matcher("job", "replay"),),
                     details={"generation": r.generation, "configuration": r.label(env)})
 
@@ -196,10 +241,10 @@ class ReplayService:
         return {}
 
     def restore(self, best: Env | None = None) -> None:
-        self.replay.applied = None
+        self.replay.applied = self.replay.current = None
 
     def cleanup(self) -> list[str]:
-        applied, self.replay.applied = self.replay.applied, None
+        applied, self.replay.applied, self.replay.current = self.replay.applied, None, None
         return [] if applied is None else [f"replayed settings {self.replay.label(applied)}"]
 
     def noise_probe(self) -> NoiseProbe | None:
@@ -236,7 +281,8 @@ class ReplayInjector:
 
 class ReplayMetrics:
     """Answers each metric by name (the grid's columns are the experiment's metric names), all
-    from the same recorded repeat; the rendered query text plays no part."""
+    from the repeat drawn when the configuration was applied; the rendered query text plays no
+    part."""
 
     def __init__(self, replay: Replay) -> None:
         self.replay = replay
@@ -248,11 +294,12 @@ class ReplayMetrics:
         r = self.replay
         if r.applied is None:
             return {name: Unavailable("no series: nothing is running") for name in queries}
-        measured = r.draw(live.env)
-        if measured is None:
+        drawn = r.current
+        if drawn is None:
             reason = (f"configuration {r.label(live.env)} was not recorded in {r.grid.path}: "
                       "the replay has no measurement of it")
             return {name: Unavailable(reason) for name in queries}
+        measured = drawn.metrics
         return {name: measured[name] if name in measured else Unavailable(
                     f"no series: {name!r} was not recorded in this repeat of "
                     f"{r.label(live.env)} in {r.grid.path}")

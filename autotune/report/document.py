@@ -139,7 +139,7 @@ def _candidates(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
                         value(b.objectives[0].median, unit), "", "",
                         "yes" if b.feasible else "no", ""))
     out.append(Table(("configuration", "settings", "runs", f"median {report.objectives[0].metric}",
-                      "improvement", "95% CI", "feasible", "outcome"), tuple(rows)))
+                      "improvement", "CI", "feasible", "outcome"), tuple(rows)))
     if "candidates" in figures:
         out.append(figures["candidates"])
     return out

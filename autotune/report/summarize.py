@@ -40,7 +40,7 @@ from autotune.report.model import (
     Spread,
     TrialRow,
 )
-from autotune.study.confirm import BASELINE, top_configurations
+from autotune.study.confirm import BASELINE, CONFIDENCE_ATTR, top_configurations
 from autotune.study.kinds import TrialKind
 from autotune.study.space import settings_key, to_env
 
@@ -68,7 +68,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     rows = tuple(_row(t, data.details.get((t["study"], t["number"]), {}))
                  for t in data.status["trials"])
     objectives = _objectives(exp)
-    evidence, note, baseline, found = _evidence(exp, rows, objectives, seed)
+    # A sequential confirmation looked several times: its verdict holds at the confidence
+    # every look used (autotune.study.confirm), not at the usual 95%.
+    confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
+    evidence, note, baseline, found = _evidence(exp, rows, objectives, seed, confidence)
     candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0])))
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
@@ -115,7 +118,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         ),
         evidence=evidence,
         evidence_note=note,
-        method=sig.METHOD,
+        method=sig.METHOD if confidence == sig.CONFIDENCE else (
+            f"{sig.METHOD}; sequential confirmation: the verdict holds at "
+            f"{confidence:.2%}, the confidence of each of its looks (a 5% error rate over "
+            "all of them, Bonferroni)"),
         verdict=decision.verdict,
         reason=decision.reason,
         recommendation=decision.chosen if decision.verdict == "adopt" else None,
@@ -200,7 +206,8 @@ def _spread(values: Iterable[float]) -> Spread | None:
 # --- evidence ----------------------------------------------------------------------------------
 
 def _evidence(
-    exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int
+    exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
+    confidence: float,
 ) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration]]:
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
@@ -227,7 +234,8 @@ def _evidence(
                          min((r.number for r in by_settings.get(key, [])), default=None))
             pooled = [*by_settings.get(key, []), *runs]
             candidates.append(_candidate(exp, trial, pooled, by_settings.get(key, []), baseline,
-                                         objectives, seed, margin=0.0, borrow=False))
+                                         objectives, seed, margin=0.0, borrow=False,
+                                         confidence=confidence))
         rounds = len({r.round for rs in confirm.values() for r in rs})
         searched = sum(len(by_settings.get(key, [])) for key in confirm)
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
@@ -277,13 +285,15 @@ def _candidate(
     *,
     margin: float,
     borrow: bool,
+    confidence: float = sig.CONFIDENCE,
 ) -> Configuration:
     comparisons = []
     for i, o in enumerate(objectives):
         mine = [r.values[i] for r in runs if r.values]
         theirs = [run.values[i] for run in baseline.runs]
         comparisons.append(sig.compare(mine, theirs, metric=o.metric, direction=o.direction,
-                                       margin=margin, borrow=borrow, seed=seed))
+                                       margin=margin, borrow=borrow, seed=seed,
+                                       confidence=confidence))
     search_values = tuple(r.values[0] for r in sorted(search_runs, key=lambda r: r.number)
                           if r.values)
     config_id = f"#{trial}" if trial is not None else f"confirmed-{runs[0].number}"

@@ -18,6 +18,25 @@ over every measurement of each: search + confirmation runs, baseline repeats + i
 runs, still spans "no difference" and a worthwhile one), one more shuffled round measures just
 the unresolved ones (the best always, the runner-up and/or the baseline), until ``extra``
 trials are spent. The report then says "better" or "equivalent within X%", both honest answers.
+
+**Sequential confirmation** (the default of ``autotune run`` and ``autotune confirm``; the
+fixed rounds above are ``--fixed``). ``repeats`` is the most rounds (looks) there will be. Round
+1 measures the top candidates and the baseline, shuffled; after each round the evidence is looked
+at with the interval the report computes: the best candidate (best median over every measurement
+of it) against the baseline, and against the runner-up. A comparison is decided when its
+interval says "better" (low > 0) or "equivalent within PRACTICAL" (high < 5%), on at least
+``MIN_RUNS`` runs a side. When both are decided, confirmation stops; otherwise the next round
+measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
+until ``repeats`` rounds.
+
+Why its error rate holds under repeated looks: every look, the last one included, uses a
+``1 - alpha / repeats`` interval (``look_confidence``; alpha = 5%), and the report gives the
+verdict at that same confidence (the study records it, ``CONFIDENCE_ATTR``). A wrong decisive
+call at some look is the union of at most ``repeats`` events of probability alpha / repeats
+each, so its probability is at most alpha whatever the dependence between looks (Bonferroni's
+inequality; a Pocock or O'Brien-Fleming boundary spends alpha less conservatively but needs the
+normal approximation, which 2 to 6 runs of a skewed latency do not give). Stopping early is then
+as safe as a fixed design of the same confidence, and costs only power at the first looks.
 """
 
 from __future__ import annotations
@@ -43,6 +62,22 @@ log = logging.getLogger(__name__)
 
 BASELINE = "baseline"
 """The ``candidate`` of a confirmation run of the baseline (a label, not a ``TrialKind``)."""
+
+CONFIDENCE_ATTR = "confirm_confidence"
+"""Search-study user attr: the confidence every look of the sequential confirmation used; the
+report's verdict uses it (absent: ``significance.CONFIDENCE``, a fixed design)."""
+
+
+MIN_RUNS = 3
+"""Runs a side before a look may decide (the search measurement and two confirmation runs)."""
+
+
+def look_confidence(looks: int) -> float:
+    """The confidence of each of ``looks`` looks such that a wrong decisive call at any of them
+    has probability at most ``1 - significance.CONFIDENCE`` (module docstring). Pure."""
+    if looks < 1:
+        raise ValueError("looks must be >= 1")
+    return 1 - (1 - sig.CONFIDENCE) / looks
 
 # Trials in these states hold their (configuration, round) slot: done, or about to run.
 _HOLDING = (TrialState.COMPLETE.name, TrialState.WAITING.name, TrialState.RUNNING.name)
@@ -175,10 +210,13 @@ def confirm(
     repeats: int = 3,
     seed: int | None = None,
     extra: int = 0,
+    sequential: bool = True,
 ) -> int:
-    """Re-measure the top ``top`` search configurations and the baseline ``repeats`` times,
-    interleaved and shuffled, then adaptive rounds within ``extra`` more trials; return how many
-    confirmation trials completed in this call.
+    """Sequential (module docstring): round 1 measures the top ``top`` search configurations and
+    the baseline, each later round the best and the baseline, until the verdict is decisive or
+    ``repeats`` rounds are done. Fixed (``sequential=False``): ``repeats`` rounds of every
+    candidate and the baseline, interleaved and shuffled, then adaptive rounds within ``extra``
+    more trials. Returns how many confirmation trials completed in this call.
 
     Queued confirmation trials a dead run left behind run too (they hold their slot).
     Returns 0 without measuring anything when the search has no feasible configuration.
@@ -189,7 +227,9 @@ def confirm(
     reference = [{**trial_summary(t), "candidate": t.user_attrs.get("candidate"),
                   "round": t.user_attrs.get("round")}
                  for t in studies.reference.get_trials(deepcopy=False)]
-    schedule = plan(exp, search, reference, top=top, repeats=repeats, seed=seed)
+    sequential = sequential and len(directions(exp)) == 1
+    schedule = plan(exp, search, reference, top=top, repeats=1 if sequential else repeats,
+                    seed=seed)
     if not schedule.candidates:
         log.warning("nothing to confirm: the search has no feasible completed trial")
         return 0
@@ -202,6 +242,13 @@ def confirm(
         log.info("every fixed confirmation round is already complete")
     spent = 0
     rng = random.Random(seed)
+    confidence = look_confidence(repeats) if sequential else sig.CONFIDENCE
+    if sequential:
+        studies.search.set_user_attr(CONFIDENCE_ATTR, confidence)
+
+    def next_look() -> list[dict[str, Any]]:
+        entries = sequential_round(exp, studies, schedule.candidates, repeats, confidence)
+        return rng.sample(entries, k=len(entries))
 
     def next_round() -> list[dict[str, Any]]:
         nonlocal spent
@@ -217,7 +264,8 @@ def confirm(
 
     # One call, so the backends stay up between rounds (a restarted local Prometheus costs
     # ~6 s before it scrapes a new target).
-    runner.run_reference(studies, list(schedule.entries), then=next_round)
+    runner.run_reference(studies, list(schedule.entries),
+                         then=next_look if sequential else next_round)
     # Counted here rather than trusting the runner's count: queued trials already exist when
     # they run, which a "did a new trial appear" count misses.
     return _completed(studies) - before
@@ -245,6 +293,51 @@ def pooled_values(
                                                                 states=[TrialState.COMPLETE])
                 if t.values and settings_key(t.params) == key]
     return out
+
+
+def sequential_round(
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], repeats: int,
+    confidence: float,
+) -> list[dict[str, Any]]:
+    """The next round of the sequential confirmation, or [] when the look after the last round
+    is decisive or ``repeats`` rounds are done (module docstring). The round holds the best and
+    what is not yet separated from it: the baseline, the runner-up."""
+    direction = directions(exp)[0]
+    sign = 1.0 if direction == "minimize" else -1.0
+    values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
+    ranked = sorted((p for p in candidates if values[p.trial]),
+                    key=lambda p: sign * statistics.median(values[p.trial]))
+    baseline = pooled_values(studies, None)
+    held = [t.user_attrs.get("round") or 0 for t in studies.reference.get_trials(deepcopy=False)
+            if t.user_attrs.get("kind") == TrialKind.CONFIRM]
+    done = max(held, default=0)
+    if not ranked or not baseline or done >= repeats:
+        return []
+    best = ranked[0]
+    metric = exp.goals[0].label
+
+    def look(a: list[float], b: list[float]) -> sig.Comparison:
+        return sig.compare(a, b, metric=metric, direction=direction, confidence=confidence)
+
+    def decided(a: list[float], b: list[float]) -> bool:
+        # Two values a side bootstrap to an interval narrower than the noise they come from:
+        # no decision on fewer than MIN_RUNS.
+        return min(len(a), len(b)) >= MIN_RUNS and look(a, b).outcome != "unclear"
+
+    todo: list[tuple[int | str, dict[str, Setting]]] = []
+    if not decided(values[best.trial], baseline):
+        todo.append((BASELINE, exp.baseline_settings()))
+    if len(ranked) > 1 and not decided(values[best.trial], values[ranked[1].trial]):
+        todo.append((ranked[1].trial, ranked[1].settings))
+    if not todo:
+        log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
+                 confidence * 100, sig.describe(look(values[best.trial], baseline)))
+        return []
+    log.info("round %d undecided: one more round of #%d and %s", done, best.trial,
+             ", ".join(str(c) for c, _ in todo))
+    todo.append((best.trial, best.settings))
+    return [{"kind": TrialKind.CONFIRM.value, "settings": settings, "candidate": candidate,
+             "round": done + 1, "sequential": True} for candidate, settings in todo]
 
 
 def adaptive_round(

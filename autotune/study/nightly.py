@@ -56,6 +56,8 @@ class NightOptions:
     top: int = 3
     repeats: int = 3
     extra: int = 6
+    sequential: bool = True
+    """Sequential confirmation (``autotune.study.confirm``); False: fixed rounds."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
             for attrs in drift_round(exp, recommendation, night, r, rng):
                 studies.reference.enqueue_trial({}, user_attrs=attrs)
                 queued += 1
-    reserved = ((confirm_reserve(options.top, options.repeats, options.extra)
+    reserved = ((confirm_reserve(options.top, options.repeats, options.extra,
+                                 sequential=options.sequential)
                  if options.confirm else 0) + (options.extra if skip is None else 0))
     budget = plan_budget(exp, studies, reserved=reserved, queued=queued,
                          remaining=max(0, options.budget - completed_search(studies.search)))
@@ -141,7 +144,7 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
         confirmed = options.confirm and result.stop_reason != "deadline"
         if confirmed:
             confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
-                    seed=exp.study.seed, extra=options.extra)
+                    seed=exp.study.seed, extra=options.extra, sequential=options.sequential)
         drift = check_drift(exp, studies, runner, night, recommendation, skip,
                             extra=options.extra if confirmed else 0, rng=rng,
                             first_round=options.repeats + 1)

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.report import build_report
 from autotune.study import storage as st
-from autotune.study.confirm import BASELINE, confirm, plan, top_configurations
+from autotune.study.confirm import (
+    BASELINE,
+    CONFIDENCE_ATTR,
+    confirm,
+    look_confidence,
+    plan,
+    top_configurations,
+)
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
 from tests.report.simstudy import EXPERIMENT, open_sim, run_sim
+
+fixed = partial(confirm, sequential=False)
+"""The fixed rounds (``autotune run --fixed``): these tests are about that schedule."""
 
 
 def _confirm_trials(studies: st.Studies) -> list[FrozenTrial]:
@@ -29,7 +41,7 @@ def _rounds(trials: list[FrozenTrial]) -> dict[int, list[Any]]:
 
 def test_schedule_is_interleaved_and_shuffled(tmp_path: Path) -> None:
     sim = run_sim(tmp_path, trials=4)
-    done = confirm(sim.exp, sim.studies, sim.runner, top=3, repeats=4, seed=2)
+    done = fixed(sim.exp, sim.studies, sim.runner, top=3, repeats=4, seed=2)
     trials = _confirm_trials(sim.studies)
     assert done == len(trials) == 4 * 4
     assert all(t.state == TrialState.COMPLETE for t in trials)
@@ -47,7 +59,7 @@ def test_schedule_is_interleaved_and_shuffled(tmp_path: Path) -> None:
 
 def test_candidates_are_the_best_distinct_search_configurations(tmp_path: Path) -> None:
     sim = run_sim(tmp_path, trials=5)
-    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=1, seed=0)
+    fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=1, seed=0)
     search = [t for t in sim.studies.search.get_trials(deepcopy=False)
               if t.state == TrialState.COMPLETE]
     best_two = sorted(search, key=lambda t: t.values[0])[:2]
@@ -64,7 +76,7 @@ def test_confirmation_trials_are_not_search_trials(tmp_path: Path) -> None:
     sim = run_sim(tmp_path, trials=3)
     search_before = len(sim.studies.search.get_trials(deepcopy=False))
     complete_before = completed_search(sim.studies.search)
-    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=1)
+    fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=1)
     assert len(sim.studies.search.get_trials(deepcopy=False)) == search_before
     assert completed_search(sim.studies.search) == complete_before
     kinds = Counter(t.user_attrs.get("kind") for t in sim.studies.reference.trials)
@@ -87,16 +99,16 @@ class _Crashing:
 
 def test_a_resumed_confirm_does_not_redo_completed_rounds(tmp_path: Path) -> None:
     sim = run_sim(tmp_path, trials=3)
-    first = confirm(sim.exp, sim.studies, _Crashing(sim.runner, 4), top=2, repeats=3, seed=4)
+    first = fixed(sim.exp, sim.studies, _Crashing(sim.runner, 4), top=2, repeats=3, seed=4)
     assert first == 4
-    second = confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=4)
+    second = fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=4)
     assert second == 3 * 3 - 4
     slots = Counter((str(t.user_attrs["candidate"]), t.user_attrs["round"])
                     for t in _confirm_trials(sim.studies))
     assert len(slots) == 9 and set(slots.values()) == {1}
-    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=4) == 0
+    assert fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=4) == 0
     # More repeats later: only the new rounds run.
-    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=4) == 3
+    assert fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=4) == 3
     assert len(_confirm_trials(sim.studies)) == 12
 
 
@@ -107,7 +119,7 @@ def test_queued_confirmation_trials_run_once(tmp_path: Path) -> None:
     schedule = plan(sim.exp, search, [], top=2, repeats=2, seed=0)
     for attrs in schedule.entries[:2]:
         sim.studies.reference.enqueue_trial({}, user_attrs=attrs)
-    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=0) == 6
+    assert fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=0) == 6
     slots = Counter((str(t.user_attrs["candidate"]), t.user_attrs["round"])
                     for t in _confirm_trials(sim.studies))
     assert len(slots) == 6 and set(slots.values()) == {1}
@@ -154,7 +166,7 @@ def test_adaptive_rounds_re_measure_only_what_is_not_separated(tmp_path: Path) -
     noisy = EXPERIMENT.replace("noise: 0.03", "noise: 0.3")
     sim = open_sim(tmp_path, noisy)
     sim.runner.run(sim.studies, 6)
-    done = confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=5)
+    done = fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=5)
     extra = _adaptive(sim.studies)
     assert 0 < len(extra) <= 5 and done == 3 * 2 + len(extra)
     assert all(t.user_attrs["round"] > 2 for t in extra)
@@ -167,7 +179,55 @@ def test_no_adaptive_round_once_the_best_is_separated(tmp_path: Path) -> None:
     quiet = EXPERIMENT.replace("noise: 0.03", "noise: 0.0")
     sim = open_sim(tmp_path, quiet)
     sim.runner.run(sim.studies, 6)
-    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=5)
+    fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=5)
     # Without noise every difference is resolved (or the two are equal within 5%).
     assert _adaptive(sim.studies) == []
-    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=0) == 0
+    assert fixed(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5, extra=0) == 0
+
+
+# --- sequential confirmation (the default) ---------------------------------------------------
+
+
+def test_look_confidence_spends_five_percent_over_the_looks() -> None:
+    assert look_confidence(1) == 0.95
+    assert abs(look_confidence(4) - 0.9875) < 1e-12
+    # The union bound: the looks' error rates add up to the 5% of one fixed look.
+    assert abs(4 * (1 - look_confidence(4)) - 0.05) < 1e-12
+
+
+def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
+    quiet = EXPERIMENT.replace("noise: 0.03", "noise: 0.0")
+    sim = open_sim(tmp_path, quiet)
+    sim.runner.run(sim.studies, 6)
+    done = confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=5)
+    # Round 1: the two candidates and the baseline. Two runs of the best (its search trial and
+    # round 1) are too few to decide, so round 2 measures it, the runner-up and the baseline;
+    # without noise that decides: no round 3 or 4 (the fixed procedure would run 4 x 3).
+    rounds = _rounds(_confirm_trials(sim.studies))
+    assert sorted(rounds) == [1, 2] and len(rounds[1]) == 3 and len(rounds[2]) == 3
+    assert done == 6
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == look_confidence(4)
+    report = build_report(sim.exp, sim.studies)
+    assert report.verdict == "adopt"
+    assert "98.75% CI" in report.reason and "sequential confirmation" in report.method
+    # Nothing is left to decide: a second call measures nothing.
+    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=5) == 0
+
+
+def test_undecided_looks_measure_only_the_best_and_the_baseline(tmp_path: Path) -> None:
+    # Go's default is the optimum, under 30% noise: one round cannot show the candidates are no
+    # better; the later rounds hold the best and the baseline.
+    noisy = EXPERIMENT.replace("noise: 0.03", "noise: 0.3").replace(
+        "unset: {GOMAXPROCS: 8, forcegc_interval_ms: 0}",
+        "unset: {GOMAXPROCS: 2, forcegc_interval_ms: 2000}")
+    sim = open_sim(tmp_path, noisy)
+    sim.runner.run(sim.studies, 6)
+    confirm(sim.exp, sim.studies, sim.runner, top=3, repeats=5, seed=5)
+    rounds = _rounds(_confirm_trials(sim.studies))
+    assert len(rounds[1]) == 4 and BASELINE in rounds[1]
+    assert 1 < len(rounds) <= 5
+    for r in range(2, len(rounds) + 1):
+        assert len(rounds[r]) in (2, 3) and BASELINE in rounds[r]
+    # Go's default never loses its place in a round: the candidates are no better than it.
+    assert all(t.user_attrs.get("sequential") for t in _confirm_trials(sim.studies)
+               if t.user_attrs["round"] > 1)

@@ -105,7 +105,8 @@ CASES = [
     ("unknown placeholder", _with("p99: surface", "p99: 'rate(x{ {{selectr}} }[1m])'"),
      "metrics.p99: unknown placeholder(s) {{selectr}}"),
     ("two targets", _with("target:\n", "target:\n  local: {}\n"),
-     "target: must have exactly one of local, kubernetes, simulated (found local, simulated)"),
+     "target: must have exactly one of local, kubernetes, simulated, replay (found local, "
+     "simulated)"),
     ("no metrics", _with("metrics: {p99: surface, stress: stress}", "metrics: {}"),
      "metrics: must have at least 1 item"),
     ("burst longer than every", _with("measure:", "  pattern: {every: 2s, burst: 3s}\nmeasure:")

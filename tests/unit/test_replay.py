@@ -167,3 +167,113 @@ def test_subset_restricts_the_space(exp: Experiment) -> None:
     sub = bench.restrict(exp, {"GOGC": ["400"], "GOMAXPROCS": ["1", "4"]})
     assert [tuple(p.values or ()) for p in sub.parameters] == [(1, 4), (400,)]
     assert len(bench.space(sub)) == 2
+
+
+# --- target.replay: a whole run on a recorded grid, on a simulated clock ----------------------
+
+REPLAY = """
+name: replay-run
+target: {replay: {grid: grid.csv, cpus: 1}}
+parameters:
+  - {name: GOMAXPROCS, type: int, values: [1, 2]}
+  - {name: GOGC, type: int, values: [100, 400]}
+baseline: {repeats: 3, params: {GOMAXPROCS: null, GOGC: null}}
+chaos: {stress: {workers: 1, load: 50}}
+measure: {warmup: 4s, window: 15s}
+metrics: {p99_latency: p99_latency, error_rate: error_rate}
+objective: {minimize: p99_latency}
+constraints: ['error_rate <= 0.01']
+study: {trials: 4, sampler: auto, seed: 3}
+"""
+
+
+def _grid(tmp: Path, values: dict[str, tuple[float, ...]], overhead: str = "2.5") -> Path:
+    path = tmp / "grid.csv"
+    lines = ["order,config,repeat,state,failure,seconds,overhead_s,p99_latency,error_rate"]
+    for config, repeats in values.items():
+        for i, v in enumerate(repeats):
+            lines.append(f"{len(lines)},{config},{i},COMPLETE,,21.5,{overhead},{v},0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_replayed_trial_costs_its_recorded_overhead_warmup_and_window(
+    tmp_path: Path, exp: Experiment
+) -> None:
+    grid = ReplayGrid.load(_grid(tmp_path, {"GOMAXPROCS=1 GOGC=100": (0.01,)}, overhead="7.25"))
+    replay = Replay(exp, grid, FakeClock(), seed=1)
+    before = replay.clock.monotonic()
+    record: dict[str, object] = {}
+    measure(exp, replay.backends(), _env(1, 100), clock=replay.clock, labels={}, record=record)
+    # The recorded restart overhead, then the experiment's own warm-up and window.
+    assert replay.clock.monotonic() - before >= 7.25 + 4 + 15
+    assert replay.clock.monotonic() - before < 7.25 + 4 + 15 + 5
+
+
+def test_autotune_run_plays_a_recorded_grid_to_a_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autotune.cli import main
+
+    # GOMAXPROCS=1 GOGC=400 is 50% better than Go's default, every repeat.
+    _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.011, 0.0105),
+                     "GOMAXPROCS=1 GOGC=100": (0.009, 0.0095, 0.0092),
+                     "GOMAXPROCS=1 GOGC=400": (0.005, 0.0052, 0.0051),
+                     "GOMAXPROCS=2 GOGC=100": (0.012, 0.013, 0.0125),
+                     "GOMAXPROCS=2 GOGC=400": (0.008, 0.0082, 0.0081)})
+    (tmp_path / "exp.yaml").write_text(REPLAY)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "exp.yaml", "--plain"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: ADOPT GOMAXPROCS=1 GOGC=400 - " in out
+    minutes = float(out.split("replayed: ")[1].split(" min")[0])
+    # 3 baseline repeats + 4 search trials + at least one confirmation round of 4, each
+    # 2.5 + 4 + 15 s on the simulated clock (printed to 0.1 min); far less real time.
+    assert minutes >= (3 + 4 + 4) * 21.5 / 60 - 0.05
+    assert (tmp_path / "results" / "replay-run" / "study.db").exists()
+
+
+def test_a_grid_that_cannot_be_read_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autotune.cli import main
+
+    (tmp_path / "exp.yaml").write_text(REPLAY.replace("grid.csv", "missing.csv"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "exp.yaml", "--plain"]) != 0
+    assert "cannot read the grid missing.csv" in capsys.readouterr().err
+    assert not (tmp_path / "results" / "replay-run" / "study.db").exists()
+
+
+def test_the_whole_run_benchmark_judges_verdicts_against_the_grid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import whole_run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(REPLAY)
+    # Go's default is best: every candidate is recorded 20%+ worse. The right verdict is KEEP.
+    _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.0101, 0.0099),
+                     "GOMAXPROCS=1 GOGC=100": (0.012, 0.0121, 0.0122),
+                     "GOMAXPROCS=1 GOGC=400": (0.013, 0.0131, 0.0132),
+                     "GOMAXPROCS=2 GOGC=100": (0.014, 0.0141, 0.0142),
+                     "GOMAXPROCS=2 GOGC=400": (0.015, 0.0151, 0.0152)})
+    keep = whole_run.run_one(tmp_path / "exp.yaml", 0, {})
+    assert (keep.verdict, keep.chosen, keep.correct, keep.within) == (
+        "keep current", None, True, True)
+    assert keep.true_value == 0.010 and keep.baseline == 3 and keep.search == 4
+    # 2.5 s overhead + 4 s warm-up + 15 s window per trial, every trial on the simulated clock.
+    trials = keep.search + keep.confirm + keep.baseline
+    assert trials * 21.5 <= keep.simulated_s < trials * 21.5 + 30
+
+    # One configuration 50% better: ADOPT it.
+    _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.0101, 0.0099),
+                     "GOMAXPROCS=1 GOGC=100": (0.012, 0.0121, 0.0122),
+                     "GOMAXPROCS=1 GOGC=400": (0.005, 0.0051, 0.0052),
+                     "GOMAXPROCS=2 GOGC=100": (0.014, 0.0141, 0.0142),
+                     "GOMAXPROCS=2 GOGC=400": (0.015, 0.0151, 0.0152)})
+    adopt = whole_run.run_one(tmp_path / "exp.yaml", 0, {})
+    assert (adopt.verdict, adopt.chosen, adopt.correct, adopt.within) == (
+        "adopt", "GOMAXPROCS=1 GOGC=400", True, True)
+    summary = whole_run.summary(tmp_path / "exp.yaml", [adopt])
+    assert summary["truth"]["verdict"] == "adopt" and summary["correct_share"] == 1.0

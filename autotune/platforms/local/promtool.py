@@ -40,7 +40,7 @@ def check_queries(exp: Experiment) -> list[str] | str:
     with tempfile.TemporaryDirectory(prefix="autotune-promql-") as tmp:
         for i, name in enumerate(exp.metrics):
             query = exp.metric(name).query
-            if not query or exp.target.simulated is not None:
+            if not query or exp.target.kind in ("simulated", "replay"):
                 continue  # a schedtrace figure, or a simulated target's surface names
             problem = _parse(promtool, Path(tmp) / f"{i}.yml",
                              promql.render(query, SAMPLE))

@@ -101,9 +101,12 @@ def plan_budget(exp: Experiment, studies: st.Studies, *, reserved: int, queued: 
                   queued=queued, remaining=remaining, search_trials=fit)
 
 
-def confirm_reserve(top: int, repeats: int, extra: int) -> int:
-    """Trials kept back for the confirmation: ``repeats`` runs of the ``top`` candidates and
-    of the baseline, and its ``extra`` adaptive runs."""
+def confirm_reserve(top: int, repeats: int, extra: int, *, sequential: bool = False) -> int:
+    """Trials kept back for the confirmation, at most. Fixed: ``repeats`` runs of the ``top``
+    candidates and of the baseline, and its ``extra`` adaptive runs. Sequential: one round of
+    them, then up to ``repeats - 1`` rounds of the best, the runner-up and the baseline."""
+    if sequential:
+        return (top + 1) + (min(top, 2) + 1) * (repeats - 1)
     return repeats * (top + 1) + extra
 
 

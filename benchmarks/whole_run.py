@@ -1,0 +1,261 @@
+"""The whole ``autotune run`` on recorded grids: how long to a verdict, and how often it is right.
+
+Each (grid, seed) plays what ``autotune run`` does (``run_night``: baseline repeats, the Go-aware
+design, the search, the confirmation rounds, the verdict) against a ``target.replay``: every
+measurement one recorded repeat of its configuration, every trial costed at its recorded restart
+overhead plus the experiment's warm-up and window on a ``FakeClock``. The clock at the verdict is
+the **simulated wall time to verdict** (calibration, Prometheus start-up and captures are left
+out: they do not depend on the strategy).
+
+Correctness against the grid's ground truth (the median of every recorded repeat):
+
+- **within 10%**: what production runs after the verdict (the adopted configuration, else the
+  baseline) has a true value within 10% of the best of the space and the baseline;
+- **correct verdict**: ADOPT when the truth is better than the baseline by more than the
+  equivalence margin (``significance.PRACTICAL``, 5%), KEEP when not. INCONCLUSIVE is never
+  correct, and an ADOPT is correct only if the adopted configuration is truly better than the
+  baseline by more than the margin.
+
+    .venv/bin/python -m benchmarks.whole_run            # experiments/replay.yaml + benchmarks/grids
+    .venv/bin/python -m benchmarks.whole_run --fixed    # the fixed confirmation rounds
+
+Not a test: it prints a table for a human, and writes every run to --out (JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from optuna.trial import TrialState
+
+from autotune.clock import FakeClock
+from autotune.evidence.significance import PRACTICAL
+from autotune.experiment import load_experiment
+from autotune.experiment.models import Experiment
+from autotune.platforms.replay import Replay, ReplayGrid
+from autotune.report.history import verdict_record
+from autotune.study import nightly
+from autotune.study.kinds import TrialKind
+from autotune.study.loop import StudyRunner
+from autotune.study.objective import score
+from autotune.study.space import settings_key, to_env
+from benchmarks.replay import WITHIN, _NoJournal, _quiet, _Silent, label, nearest_rank, truth
+
+GRIDS = Path(__file__).parent / "grids"
+DEMO = Path("experiments/replay.yaml")
+"""The demo's grid (what ``make demo`` measures), shipped as the user's replay example."""
+
+
+@dataclass(frozen=True)
+class Ground:
+    """The grid's answer: the best value over the space and the baseline, and the verdict."""
+
+    sign: float
+    values: Mapping[str, float]
+    baseline: float
+    best: float
+    best_label: str
+    adopt: bool
+    """The truth is better than the baseline by more than PRACTICAL."""
+
+    def gain(self, value: float) -> float:
+        """Relative improvement over the baseline, positive when better."""
+        return self.sign * (self.baseline - value) / abs(self.baseline)
+
+    def within(self, value: float) -> bool:
+        return self.sign * (value - self.best) <= WITHIN * abs(self.best)
+
+
+def ground(exp: Experiment, grid: ReplayGrid) -> Ground:
+    t = truth(exp, grid)
+    repeats = [score(exp, m).values[0]
+               for m in Replay(exp, grid, FakeClock()).recorded(
+                   to_env(exp, exp.baseline_settings()))
+               if exp.required_metrics <= m.keys()]
+    if not repeats:
+        raise SystemExit(f"{grid.path}: the baseline is not recorded")
+    base = statistics.median(repeats)
+    best = min([base, *t.values.values()], key=lambda v: t.sign * v)
+    best_label = ("baseline" if best == base and t.sign * (t.best - base) >= 0
+                  else label(exp, json.loads(t.best_key)))
+    adopt = t.sign * (base - t.best) / abs(base) > PRACTICAL
+    return Ground(t.sign, t.values, base, best, best_label, adopt)
+
+
+@dataclass
+class Outcome:
+    grid: str
+    seed: int
+    verdict: str
+    chosen: str | None
+    """The adopted configuration's label (None: the baseline stays)."""
+    true_value: float | None
+    within: bool
+    correct: bool
+    simulated_s: float
+    search: int
+    confirm: int
+    baseline: int
+    failed: int
+    stop: str
+    seconds: float
+    error: str | None = None
+
+
+def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
+    exp, _ = load_experiment(path)
+    options = dict(options)
+    study = {"seed": seed}
+    if "early_stop" in options:
+        study["early_stop"] = options.pop("early_stop")
+    update: dict[str, Any] = {"study": exp.study.model_copy(update=study)}
+    if "baseline_repeats" in options:
+        update["baseline"] = exp.baseline.model_copy(
+            update={"repeats": options.pop("baseline_repeats")})
+    exp = exp.model_copy(update=update)
+    assert exp.target.replay is not None
+    grid = ReplayGrid.load(exp.target.replay.grid)
+    g = ground(exp, grid)
+    t0 = time.perf_counter()
+    clock = FakeClock()
+    with tempfile.TemporaryDirectory(prefix="whole-run-") as tmp:
+        runner = StudyRunner(exp, Replay(exp, grid, clock, seed).backends(), clock=clock,
+                             progress=_Silent(), journal=_NoJournal(Path(tmp) / "j.jsonl"),
+                             experiment_hash="whole-run")
+        night = nightly.run_night(exp, f"sqlite:///{tmp}/study.db", runner,
+                                  nightly.NightOptions(budget=exp.study.trials, **options),
+                                  verdict_record)
+        studies = night.studies
+        counts = {kind: 0 for kind in TrialKind}
+        failed = 0
+        for study in (studies.search, studies.reference):
+            for t in study.get_trials(deepcopy=False):
+                if t.state == TrialState.COMPLETE:
+                    counts[TrialKind(t.user_attrs.get("kind", TrialKind.SEARCH))] += 1
+                elif t.state == TrialState.FAIL:
+                    failed += 1
+        studies.storage.engine.dispose()
+    v = night.verdict
+    adopted = v["verdict"] == "adopt" and v.get("candidate")
+    if adopted:
+        settings = v["candidate"]["settings"]
+        chosen: str | None = label(exp, settings)
+        true_value = g.values.get(settings_key(settings))
+    else:
+        chosen, true_value = None, g.baseline
+    within = true_value is not None and g.within(true_value)
+    if v["verdict"] == "adopt":
+        correct = g.adopt and true_value is not None and g.gain(true_value) > PRACTICAL
+    else:
+        correct = v["verdict"] == "keep current" and not g.adopt
+    return Outcome(grid=path.name, seed=seed, verdict=str(v["verdict"]), chosen=chosen,
+                   true_value=true_value, within=within, correct=correct,
+                   simulated_s=round(clock.monotonic(), 1), search=counts[TrialKind.SEARCH],
+                   confirm=counts[TrialKind.CONFIRM], baseline=counts[TrialKind.BASELINE],
+                   failed=failed, stop=night.result.stop_reason,
+                   seconds=round(time.perf_counter() - t0, 2))
+
+
+def _job(args: tuple[Path, int, Mapping[str, Any]]) -> Outcome:
+    return run_one(*args)
+
+
+def summary(path: Path, runs: Sequence[Outcome]) -> dict[str, Any]:
+    exp, _ = load_experiment(path)
+    assert exp.target.replay is not None
+    g = ground(exp, ReplayGrid.load(exp.target.replay.grid))
+    minutes = [r.simulated_s / 60 for r in runs]
+    verdicts: dict[str, int] = {}
+    for r in runs:
+        verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+    return {
+        "grid": path.name, "runs": len(runs),
+        "truth": {"verdict": "adopt" if g.adopt else "keep current", "best": g.best_label,
+                  "gain": round(g.gain(g.best), 4), "baseline": g.baseline},
+        "minutes": {"median": round(statistics.median(minutes), 2),
+                    "p90": round(nearest_rank(minutes, 0.9), 2)},
+        "within_share": round(sum(r.within for r in runs) / len(runs), 3),
+        "correct_share": round(sum(r.correct for r in runs) / len(runs), 3),
+        "verdicts": verdicts,
+        "trials": {k: statistics.median(getattr(r, k) for r in runs)
+                   for k in ("search", "confirm", "baseline", "failed")},
+    }
+
+
+def table(results: Sequence[Mapping[str, Any]]) -> str:
+    lines = [f"{'grid':<28} {'truth':<14} {'min':>5} {'p90':>5} {'within':>7} {'correct':>8} "
+             f"{'search':>6} {'confirm':>7}  verdicts"]
+    for s in results:
+        truth_ = s["truth"]
+        verdict = f"{truth_['verdict']} {truth_['gain']:+.0%}"
+        lines.append(
+            f"{s['grid']:<28} {verdict:<14} "
+            f"{s['minutes']['median']:>5.1f} {s['minutes']['p90']:>5.1f} "
+            f"{s['within_share']:>7.0%} {s['correct_share']:>8.0%} "
+            f"{s['trials']['search']:>6g} {s['trials']['confirm']:>7g}  "
+            + ", ".join(f"{k} {n}" for k, n in sorted(s["verdicts"].items())))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiments", nargs="*", type=Path,
+                        help="replay experiments (default: experiments/replay.yaml and "
+                             "benchmarks/grids/*.yaml)")
+    parser.add_argument("--seeds", type=int, default=30)
+    parser.add_argument("--top", type=int, default=None, help="as autotune run --top")
+    parser.add_argument("--repeats", type=int, default=None, help="as autotune run --repeats")
+    parser.add_argument("--extra", type=int, default=None, help="as autotune run --extra")
+    parser.add_argument("--fixed", action="store_true", help="as autotune run --fixed")
+    parser.add_argument("--early-stop", type=int, default=None, metavar="K",
+                        help="override study.early_stop (0 = off)")
+    parser.add_argument("--baseline-repeats", type=int, default=None, metavar="N",
+                        help="override baseline.repeats")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--out", type=Path, default=Path("results/whole-run.json"))
+    args = parser.parse_args(argv)
+    paths = args.experiments or [DEMO, *sorted(GRIDS.glob("*.yaml"))]
+    options: dict[str, Any] = {k: getattr(args, k) for k in ("top", "repeats", "extra")
+                               if getattr(args, k) is not None}
+    if args.fixed:
+        options["sequential"] = False
+    if args.early_stop is not None:
+        options["early_stop"] = args.early_stop or None
+    if args.baseline_repeats is not None:
+        options["baseline_repeats"] = args.baseline_repeats
+    work = [(p, seed, options) for p in paths for seed in range(args.seeds)]
+    t0 = time.perf_counter()
+    if args.jobs <= 1:
+        _quiet()
+        runs = [_job(w) for w in work]
+    else:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"),
+                                 initializer=_quiet) as pool:
+            runs = list(pool.map(_job, work))
+    results = [summary(p, [r for r in runs if r.grid == p.name]) for p in paths]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"options": options, "seeds": args.seeds,
+                                    "summaries": results, "runs": [asdict(r) for r in runs]},
+                                   indent=1))
+    print(f"{args.seeds} seeds per grid, options {options or 'default'}; "
+          f"wall {time.perf_counter() - t0:.0f}s")
+    print(table(results))
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
