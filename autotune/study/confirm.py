@@ -295,6 +295,18 @@ def pooled_values(
     return out
 
 
+def _ranked(
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]
+) -> tuple[list[Pick], dict[int, list[float]], list[float]]:
+    """The measured candidates best first (by the median of every measurement of each), those
+    measurements by trial, and the baseline's."""
+    sign = 1.0 if directions(exp)[0] == "minimize" else -1.0
+    values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
+    ranked = sorted((p for p in candidates if values[p.trial]),
+                    key=lambda p: sign * statistics.median(values[p.trial]))
+    return ranked, values, pooled_values(studies, None)
+
+
 def sequential_round(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], repeats: int,
     confidence: float,
@@ -303,11 +315,7 @@ def sequential_round(
     is decisive or ``repeats`` rounds are done (module docstring). The round holds the best and
     what is not yet separated from it: the baseline, the runner-up."""
     direction = directions(exp)[0]
-    sign = 1.0 if direction == "minimize" else -1.0
-    values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
-    ranked = sorted((p for p in candidates if values[p.trial]),
-                    key=lambda p: sign * statistics.median(values[p.trial]))
-    baseline = pooled_values(studies, None)
+    ranked, values, baseline = _ranked(exp, studies, candidates)
     held = [t.user_attrs.get("round") or 0 for t in studies.reference.get_trials(deepcopy=False)
             if t.user_attrs.get("kind") == TrialKind.CONFIRM]
     done = max(held, default=0)
@@ -346,11 +354,7 @@ def adaptive_round(
     """The next adaptive round's entries, or [] when the best candidate is separated from the
     runner-up and from the baseline (or there is nothing to separate)."""
     direction = directions(exp)[0]
-    sign = 1.0 if direction == "minimize" else -1.0
-    values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
-    ranked = sorted((p for p in candidates if values[p.trial]),
-                    key=lambda p: sign * statistics.median(values[p.trial]))
-    baseline = pooled_values(studies, None)
+    ranked, values, baseline = _ranked(exp, studies, candidates)
     if not ranked or not baseline:
         return []
     best = ranked[0]
