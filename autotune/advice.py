@@ -94,4 +94,6 @@ def advise(exp: Experiment, cpu_limit: float | None = None) -> list[str]:
     target's ``cpus``; a cluster's from the Deployment, known only to ``--cluster``)."""
     if cpu_limit is None and exp.target.local is not None:
         cpu_limit = exp.target.local.cpus
+    if cpu_limit is None and exp.target.replay is not None:
+        cpu_limit = exp.target.replay.cpus
     return bucket_warnings(exp) + gomaxprocs_warnings(exp, cpu_limit)

@@ -29,10 +29,14 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
 def _replay(exp: Experiment, results: Path, clock: Clock, context: str | None,
             preflight: bool) -> Backends:
     from autotune.platforms.replay import Replay, ReplayGrid
+    from autotune.runlock import RunLock
 
     assert exp.target.replay is not None
+    # Two runs of one replayed experiment would both enqueue its baseline and design.
+    lock = RunLock(results / "replay.lock",
+                   why=f"One run (or cleanup) of the replayed experiment {exp.name} at a time")
     return Replay(exp, ReplayGrid.load(exp.target.replay.grid), clock,
-                  seed=exp.study.seed).backends()
+                  seed=exp.study.seed).backends(lock)
 
 
 def _local(exp: Experiment, results: Path, clock: Clock, context: str | None,

@@ -51,6 +51,16 @@ exit codes:
 """ + exit_codes_text() + "\n"
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -233,14 +243,15 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=_positive, default=3, help="candidates to confirm (default 3)")
     p.add_argument("--repeats", type=_positive, default=3,
                    help="confirmation rounds, at most: the first measures every candidate and "
-                        "the baseline in a shuffled order, each later one the best and the "
-                        "baseline; it stops at the first round after which the verdict is "
-                        "decisive, every look at 1 - 5%%/N confidence (default 3; with --fixed "
-                        "exactly N rounds of every candidate)")
+                        "the baseline in a shuffled order, each later one the best and what is "
+                        "not yet decided against it (the baseline, the runner-up); it stops "
+                        "at the first round after which the verdict is decisive, every look at "
+                        "1 - 5%%/N confidence (default 3; with --fixed exactly N rounds of "
+                        "every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
                         "adaptive runs (the procedure before sequential confirmation)")
-    p.add_argument("--extra", type=int, default=6, metavar="N",
+    p.add_argument("--extra", type=_non_negative, default=6, metavar="N",
                    help="up to N more runs while a comparison is not separated: the drift "
                         "check's, and with --fixed the confirmation's adaptive rounds (default "
                         "6; 0 = none)")

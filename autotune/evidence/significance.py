@@ -98,6 +98,7 @@ def compare(
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     practical: float = PRACTICAL,
+    min_runs: int = 2,
 ) -> Comparison:
     if not candidate or not baseline:
         raise ValueError("both groups need at least one value")
@@ -128,7 +129,9 @@ def compare(
     tail = (1 - confidence) / 2 * 100
     low, high = (float(x) for x in np.percentile(rel, [tail, 100 - tail]))
     outcome: Outcome
-    if low > margin:
+    if low > margin and min(len(c), len(b)) >= min_runs:
+        # Below min_runs a side the interval is narrower than the noise it comes from: too
+        # little to adopt on (it may still show that a candidate is no better).
         outcome = "better"
     elif high < practical:
         outcome = "not better"

@@ -35,6 +35,7 @@ from autotune.errors import ChaosError, TargetError
 from autotune.experiment.models import Experiment, Parameter, Stress
 from autotune.live import Live, Matcher, Window
 from autotune.metrics.base import Reading, Unavailable
+from autotune.runlock import RunLock
 from autotune.study.trial import Backends
 from autotune.targets.base import Env, NoiseProbe
 
@@ -80,14 +81,17 @@ class ReplayGrid:
         path = Path(path)
         try:
             data = path.read_bytes()
-            reader = csv.DictReader(data.decode("utf-8", errors="replace").splitlines())
+            reader = csv.DictReader(data.decode("utf-8").splitlines())
             columns = list(reader.fieldnames or [])
             records = list(reader)
         except OSError as e:
-            raise TargetError(f"cannot read the grid {path}: {e}") from None
+            raise TargetError(f"cannot read the grid {path}: {e.strerror or e}") from None
+        except (UnicodeDecodeError, csv.Error):
+            raise TargetError(f"{path} is not a recorded grid: not a UTF-8 CSV file") from None
         if not {"config", "state"} <= set(columns):
-            raise TargetError(f"{path} is not a recorded grid: it needs the columns config and "
-                              f"state (it has {', '.join(columns) or 'none'})")
+            # Its content is not echoed: the path may name any file (a .env, a key).
+            raise TargetError(f"{path} is not a recorded grid: its first line has no columns "
+                              "named config and state (benchmarks/grid_local.py writes them)")
         metrics = tuple(c for c in columns if c not in _NOT_METRICS)
         rows: dict[str, list[Repeat]] = {}
         skipped = 0
@@ -147,6 +151,12 @@ class Replay:
     def __init__(self, exp: Experiment, grid: ReplayGrid, clock: Clock,
                  seed: int | None = None) -> None:
         self.exp, self.grid, self.clock, self.seed = exp, grid, clock, seed
+        missing = sorted(exp.required_metrics - set(grid.metrics))
+        if missing:
+            # Every trial would fail on them: refuse before the first one.
+            raise TargetError(f"{grid.path} has no column for the metric(s) {', '.join(missing)} "
+                              f"the objective, constraints or measure.load need (its metrics: "
+                              f"{', '.join(grid.metrics) or 'none'})")
         self.vars = tuple(p.env_var for p in exp.parameters)
         self.configs: dict[EnvKey, tuple[Repeat, ...]] = {}
         self.outside = 0
@@ -173,8 +183,8 @@ class Replay:
         self.injections = itertools.count(1)
         self._streams: dict[EnvKey, random.Random] = {}
 
-    def backends(self) -> Backends:
-        return Backends(target=ReplayService(self), injector=ReplayInjector(self),
+    def backends(self, lock: RunLock | None = None) -> Backends:
+        return Backends(target=ReplayService(self, lock), injector=ReplayInjector(self),
                         source=ReplayMetrics(self))
 
     def key(self, env: Env) -> EnvKey:
@@ -200,10 +210,14 @@ class Replay:
 
 
 class ReplayService:
-    """The Target: applying is bookkeeping, and instant."""
+    """The Target: applying is bookkeeping, and waits the recorded overhead on the clock.
+    ``lock``: the experiment's run lock, held while the service exists (``autotune run``; a
+    benchmark's private study needs none)."""
 
-    def __init__(self, replay: Replay) -> None:
-        self.replay = replay
+    def __init__(self, replay: Replay, lock: RunLock | None = None) -> None:
+        self.replay, self.lock = replay, lock
+        if lock is not None:
+            lock.acquire()
 
     def describe(self) -> dict[str, Any]:
         r = self.replay

@@ -57,6 +57,10 @@ def environment(
 def _cpu_limit(exp: Experiment, target: Mapping[str, Any]) -> str:
     if target.get("cpu_limit") not in (None, ""):
         return f"{target['cpu_limit']} (limits.cpu of the container)"
+    if exp.target.replay is not None:
+        cpus = exp.target.replay.cpus
+        return ("not recorded (target.replay.cpus)" if cpus is None
+                else f"{cpus} CPU (when the grid was recorded: target.replay.cpus)")
     if target.get("cpus") is not None or exp.target.local is not None:
         cpus = target.get("cpus", exp.target.local.cpus if exp.target.local else None)
         how = target.get("isolation")

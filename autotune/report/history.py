@@ -183,7 +183,8 @@ def markdown(history: Sequence[NightRow], plot: str | None = PLOT) -> str:
         out += ["", *(f"- {md.text(n)}" for n in notes)]
     out += ["", "Configuration: the recommendation when the verdict is ADOPT, else the most "
             "promising candidate. Its objective is the median of its runs against the "
-            "baseline's, with the relative improvement and its 95% bootstrap interval.", ""]
+            "baseline's, with the relative improvement and its bootstrap interval (95%, or "
+            "the confidence of a sequential confirmation's looks).", ""]
     return "\n".join(out)
 
 

@@ -72,8 +72,11 @@ def objective(report: Report) -> Figure:
     ax.set_ylabel(f"{o.metric} ({o.unit})" if o.unit else o.metric)
     source = {"confirmation": "confirmation runs", "search": "search runs vs baseline repeats",
               "none": "measurements"}[report.evidence]
+    confidence = report.improvement.confidence if report.improvement is not None else 0.95
+    level = f"{confidence * 100:.4g}"
     ax.set_title(f"{o.metric}: baseline vs candidates ({source})\n"
-                 "bar = median; below each: improvement and its 95% CI", fontsize="medium")
+                 f"bar = median; below each: improvement and its {level}% CI",
+                 fontsize="medium")
     return fig
 
 

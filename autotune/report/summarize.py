@@ -40,7 +40,7 @@ from autotune.report.model import (
     Spread,
     TrialRow,
 )
-from autotune.study.confirm import BASELINE, CONFIDENCE_ATTR, top_configurations
+from autotune.study.confirm import BASELINE, CONFIDENCE_ATTR, MIN_RUNS, top_configurations
 from autotune.study.kinds import TrialKind
 from autotune.study.space import settings_key, to_env
 
@@ -70,8 +70,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     objectives = _objectives(exp)
     # A sequential confirmation looked several times: its verdict holds at the confidence
     # every look used (autotune.study.confirm), not at the usual 95%.
+    sequential = CONFIDENCE_ATTR in data.attrs
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
-    evidence, note, baseline, found = _evidence(exp, rows, objectives, seed, confidence)
+    evidence, note, baseline, found = _evidence(exp, rows, objectives, seed, confidence,
+                                                MIN_RUNS if sequential else 2)
     candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0])))
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
@@ -118,7 +120,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         ),
         evidence=evidence,
         evidence_note=note,
-        method=sig.METHOD if confidence == sig.CONFIDENCE else (
+        method=sig.METHOD if not sequential else (
             f"{sig.METHOD}; sequential confirmation: the verdict holds at "
             f"{confidence:.2%}, the confidence of each of its looks (a 5% error rate over "
             "all of them, Bonferroni)"),
@@ -207,8 +209,10 @@ def _spread(values: Iterable[float]) -> Spread | None:
 
 def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
-    confidence: float,
+    confidence: float, min_runs: int,
 ) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration]]:
+    # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
+    # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}
@@ -235,7 +239,8 @@ def _evidence(
             pooled = [*by_settings.get(key, []), *runs]
             candidates.append(_candidate(exp, trial, pooled, by_settings.get(key, []), baseline,
                                          objectives, seed, margin=0.0, borrow=False,
-                                         confidence=confidence))
+                                         confidence=confidence,
+                                         min_runs=min_runs))
         rounds = len({r.round for rs in confirm.values() for r in rs})
         searched = sum(len(by_settings.get(key, [])) for key in confirm)
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
@@ -286,6 +291,7 @@ def _candidate(
     margin: float,
     borrow: bool,
     confidence: float = sig.CONFIDENCE,
+    min_runs: int = 2,
 ) -> Configuration:
     comparisons = []
     for i, o in enumerate(objectives):
@@ -293,7 +299,7 @@ def _candidate(
         theirs = [run.values[i] for run in baseline.runs]
         comparisons.append(sig.compare(mine, theirs, metric=o.metric, direction=o.direction,
                                        margin=margin, borrow=borrow, seed=seed,
-                                       confidence=confidence))
+                                       confidence=confidence, min_runs=min_runs))
     search_values = tuple(r.values[0] for r in sorted(search_runs, key=lambda r: r.number)
                           if r.values)
     config_id = f"#{trial}" if trial is not None else f"confirmed-{runs[0].number}"

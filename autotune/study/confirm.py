@@ -29,14 +29,25 @@ interval says "better" (low > 0) or "equivalent within PRACTICAL" (high < 5%), o
 measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
 until ``repeats`` rounds.
 
-Why its error rate holds under repeated looks: every look, the last one included, uses a
-``1 - alpha / repeats`` interval (``look_confidence``; alpha = 5%), and the report gives the
-verdict at that same confidence (the study records it, ``CONFIDENCE_ATTR``). A wrong decisive
-call at some look is the union of at most ``repeats`` events of probability alpha / repeats
-each, so its probability is at most alpha whatever the dependence between looks (Bonferroni's
-inequality; a Pocock or O'Brien-Fleming boundary spends alpha less conservatively but needs the
-normal approximation, which 2 to 6 runs of a skewed latency do not give). Stopping early is then
-as safe as a fixed design of the same confidence, and costs only power at the first looks.
+Its error rate under repeated looks, and the limits of that claim. Every look at a
+configuration (at most ``repeats``: the rounds of one confirmation) and the report's
+verdict use a ``1 - alpha / repeats`` interval (``look_confidence``; alpha = 5%; the study
+records it, ``CONFIDENCE_ATTR``, and a later call never lowers it). By Bonferroni's inequality a
+wrong best-vs-baseline call at any of the looks then has probability at most alpha, whatever
+the dependence between looks (a Pocock or O'Brien-Fleming boundary spends alpha less
+conservatively but needs the normal approximation, which 3 to 6 runs of a skewed latency do not
+give). That bound is nominal:
+
+- at 3 to 6 runs a side the percentile bootstrap of medians cannot reach its level: its lower
+  bound is then "every run of the candidate beats every run of the baseline", at 95% as at
+  98.33%, which errs with probability 1 / C(n + m, n) per look when nothing differs (1/56 = 1.8%
+  at 3 vs 5, 1/210 at 4 vs 6): less than alpha over the looks, but for that reason, not the
+  interval's;
+- the candidate is the best of up to ``top`` chosen on the same data, and its pool holds the
+  search measurement that made it look best: a union over the candidates multiplies the bound
+  by up to ``top``. ``MIN_RUNS`` keeps a look (and the report) from deciding on 2 runs.
+
+The runner-up comparison only decides when to stop measuring, not the verdict.
 """
 
 from __future__ import annotations
@@ -242,12 +253,26 @@ def confirm(
         log.info("every fixed confirmation round is already complete")
     spent = 0
     rng = random.Random(seed)
+    # The verdict holds at the confidence of the most looks any confirmation of this study
+    # planned: a later call with fewer rounds must not lower it (nor a --fixed one).
+    recorded = studies.search.user_attrs.get(CONFIDENCE_ATTR)
     confidence = look_confidence(repeats) if sequential else sig.CONFIDENCE
-    if sequential:
+    if recorded is not None:
+        confidence = max(confidence, float(recorded))
+    if sequential and confidence != recorded:
         studies.search.set_user_attr(CONFIDENCE_ATTR, confidence)
 
+    rounds = 1  # round 1 is the plan's
+
     def next_look() -> list[dict[str, Any]]:
-        entries = sequential_round(exp, studies, schedule.candidates, repeats, confidence)
+        # Rounds are counted per call, not per study: a study continued night after night
+        # keeps earlier nights' confirmation rounds (they are evidence), and tonight's
+        # candidates still get their ``repeats`` looks, no more.
+        nonlocal rounds
+        if rounds >= repeats:
+            return []
+        entries = sequential_round(exp, studies, schedule.candidates, confidence)
+        rounds += 1 if entries else 0
         return rng.sample(entries, k=len(entries))
 
     def next_round() -> list[dict[str, Any]]:
@@ -308,18 +333,18 @@ def _ranked(
 
 
 def sequential_round(
-    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], repeats: int,
-    confidence: float,
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], confidence: float,
 ) -> list[dict[str, Any]]:
     """The next round of the sequential confirmation, or [] when the look after the last round
-    is decisive or ``repeats`` rounds are done (module docstring). The round holds the best and
-    what is not yet separated from it: the baseline, the runner-up."""
+    is decisive (module docstring; ``confirm`` stops after ``repeats`` rounds). The round holds
+    the best and what is not yet separated from it: the baseline, the runner-up. Its number
+    follows every confirmation round of the study (a continued study keeps earlier nights')."""
     direction = directions(exp)[0]
     ranked, values, baseline = _ranked(exp, studies, candidates)
-    held = [t.user_attrs.get("round") or 0 for t in studies.reference.get_trials(deepcopy=False)
-            if t.user_attrs.get("kind") == TrialKind.CONFIRM]
-    done = max(held, default=0)
-    if not ranked or not baseline or done >= repeats:
+    done = max((t.user_attrs.get("round") or 0
+                for t in studies.reference.get_trials(deepcopy=False)
+                if t.user_attrs.get("kind") == TrialKind.CONFIRM), default=0)
+    if not ranked or not baseline:
         return []
     best = ranked[0]
     metric = exp.goals[0].label

@@ -120,8 +120,10 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
             for attrs in drift_round(exp, recommendation, night, r, rng):
                 studies.reference.enqueue_trial({}, user_attrs=attrs)
                 queued += 1
+    # Several objectives are always confirmed in fixed rounds (autotune.study.confirm).
+    sequential = options.sequential and len(exp.goals) == 1
     reserved = ((confirm_reserve(options.top, options.repeats, options.extra,
-                                 sequential=options.sequential)
+                                 sequential=sequential)
                  if options.confirm else 0) + (options.extra if skip is None else 0))
     budget = plan_budget(exp, studies, reserved=reserved, queued=queued,
                          remaining=max(0, options.budget - completed_search(studies.search)))

@@ -231,3 +231,23 @@ def test_undecided_looks_measure_only_the_best_and_the_baseline(tmp_path: Path) 
     # Go's default never loses its place in a round: the candidates are no better than it.
     assert all(t.user_attrs.get("sequential") for t in _confirm_trials(sim.studies)
                if t.user_attrs["round"] > 1)
+
+
+def test_rounds_of_an_earlier_night_do_not_use_up_a_new_candidates_looks(tmp_path: Path) -> None:
+    # A continued study keeps the confirmation runs of earlier nights; one of them measured
+    # another configuration in rounds 1..3. Tonight's best still gets its own looks.
+    noisy = EXPERIMENT.replace("noise: 0.03", "noise: 0.3").replace(
+        "unset: {GOMAXPROCS: 8, forcegc_interval_ms: 0}",
+        "unset: {GOMAXPROCS: 2, forcegc_interval_ms: 2000}")
+    sim = open_sim(tmp_path, noisy)
+    sim.runner.run(sim.studies, 6)
+    earlier = {"GOMAXPROCS": 16, "forcegc_interval_ms": 0}
+    sim.runner.run_reference(sim.studies, [
+        {"kind": "confirm", "settings": earlier, "candidate": 99, "round": r}
+        for r in (1, 2, 3)])
+    confirm(sim.exp, sim.studies, sim.runner, top=3, repeats=3, seed=5)
+    tonight = [t for t in _confirm_trials(sim.studies) if t.user_attrs["candidate"] != 99]
+    rounds = _rounds(tonight)
+    # Go's default is the optimum under 30% noise: round 1 cannot decide, so the best is
+    # measured again (in rounds numbered after the earlier night's).
+    assert len(rounds) >= 2 and min(r for r in rounds if r > 1) > 3

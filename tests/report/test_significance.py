@@ -174,3 +174,20 @@ def test_three_vs_three_adopts_only_complete_separation() -> None:
     assert separated.low == pytest.approx((3.5 - 3.4) / 3.5)
     overlapping = sig.compare([1.0, 2.0, 3.6], base, metric="p99", direction="minimize")
     assert overlapping.outcome != "better"
+
+
+def test_fewer_runs_than_min_runs_decide_nothing() -> None:
+    # Two candidate runs, both below five baseline runs: at 98.33% the bootstrap still calls it
+    # "better" (its bound is max candidate vs min baseline); a sequential confirmation's
+    # verdict needs 3 runs a side, so it stays unclear.
+    candidate, baseline = [1.0, 2.0], [2.1, 2.2, 2.3, 2.4, 2.5]
+    loose = sig.compare(candidate, baseline, metric="p99", direction="minimize",
+                        confidence=1 - 0.05 / 3)
+    assert loose.outcome == "better"
+    strict = sig.compare(candidate, baseline, metric="p99", direction="minimize",
+                         confidence=1 - 0.05 / 3, min_runs=3)
+    assert strict.outcome == "unclear" and strict.improvement == loose.improvement
+    # "Not better" needs no minimum: too few runs may not adopt, but may show no gain.
+    worse = sig.compare([3.0, 3.1], baseline, metric="p99", direction="minimize",
+                        confidence=1 - 0.05 / 3, min_runs=3)
+    assert worse.outcome == "not better"

@@ -9,6 +9,8 @@ import importlib
 import subprocess
 import sys
 
+import pytest
+
 from autotune.cli import COMMANDS, build_parser
 
 
@@ -27,3 +29,12 @@ def test_importing_the_cli_loads_no_command_and_no_heavy_library() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_confirmation_options_refuse_negative_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    args = parser.parse_args(["run", "x.yaml", "--extra", "0", "--fixed"])
+    assert (args.extra, args.fixed) == (0, True)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["confirm", "x.yaml", "--extra", "-1"])
+    assert "--extra: must be >= 0" in capsys.readouterr().err

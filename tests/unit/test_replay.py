@@ -231,6 +231,10 @@ def test_autotune_run_plays_a_recorded_grid_to_a_verdict(
     # 2.5 + 4 + 15 s on the simulated clock (printed to 0.1 min); far less real time.
     assert minutes >= (3 + 4 + 4) * 21.5 / 60 - 0.05
     assert (tmp_path / "results" / "replay-run" / "study.db").exists()
+    # The report says where its CPU limit comes from: the recording, not a local target.
+    assert main(["report", "exp.yaml"]) == 0
+    report = (tmp_path / "results" / "replay-run" / "report.md").read_text()
+    assert "1.0 CPU (when the grid was recorded: target.replay.cpus)" in report
 
 
 def test_a_grid_that_cannot_be_read_is_refused_before_anything_starts(
@@ -277,3 +281,26 @@ def test_the_whole_run_benchmark_judges_verdicts_against_the_grid(
         "adopt", "GOMAXPROCS=1 GOGC=400", True, True)
     summary = whole_run.summary(tmp_path / "exp.yaml", [adopt])
     assert summary["truth"]["verdict"] == "adopt" and summary["correct_share"] == 1.0
+
+
+def test_a_file_that_is_no_grid_is_refused_without_echoing_its_content(
+    tmp_path: Path, exp: Experiment
+) -> None:
+    secret = tmp_path / ".env"
+    secret.write_text("DB_PASSWORD=hunter2\n")
+    with pytest.raises(TargetError, match="no columns named config and state") as e:
+        ReplayGrid.load(secret)
+    assert "hunter2" not in str(e.value)
+    binary = tmp_path / "grid.bin"
+    binary.write_bytes(b"\xff\xfe\x00config,state\n")
+    with pytest.raises(TargetError, match="not a UTF-8 CSV file"):
+        ReplayGrid.load(binary)
+
+
+def test_a_grid_without_a_metric_the_objective_needs_is_refused(
+    tmp_path: Path, exp: Experiment
+) -> None:
+    path = tmp_path / "grid.csv"
+    path.write_text("order,config,repeat,state,p99_latency\n0,GOMAXPROCS=1 GOGC=100,0,COMPLETE,1\n")
+    with pytest.raises(TargetError, match=r"no column for the metric\(s\) error_rate"):
+        Replay(exp, ReplayGrid.load(path), FakeClock())

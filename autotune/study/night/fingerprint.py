@@ -14,7 +14,7 @@ field is absent, never defaulted) plus the experiment's stress profile (``chaos`
   spec; a calibrated rate is measured, not configured, and is left out), ``binary_sha256`` and
   ``go_version`` of the service's binary;
 - simulated: ``noise``;
-- replay: ``grid`` (its path) and ``grid_sha256``, ``cpus``.
+- replay: ``grid_sha256`` (the recording, wherever its file is) and ``cpus``.
 
 Replicas are left out on purpose (an HPA changes them night to night): the fingerprint is what
 the night is configured and built on, taken before its first trial. Its id is the first 8 hex
@@ -37,7 +37,7 @@ TARGET_FIELDS: dict[str, tuple[str, ...]] = {
     "local": ("workload", "command", "cpus", "host_cpus", "isolation", "load", "binary_sha256",
               "go_version"),
     "simulated": ("noise",),
-    "replay": ("grid", "grid_sha256", "cpus"),
+    "replay": ("grid_sha256", "cpus"),
 }
 """The ``describe()`` fields that identify an environment, per target kind."""
 
