@@ -51,24 +51,22 @@ exit codes:
 """ + exit_codes_text() + "\n"
 
 
-def _non_negative(text: str) -> int:
+def _at_least(minimum: int, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}")
     return value
+
+
+def _non_negative(text: str) -> int:
+    return _at_least(0, text)
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
+    return _at_least(1, text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from autotune.study.confirm import (
 )
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
-from tests.report.simstudy import EXPERIMENT, open_sim, run_sim
+from tests.report.simstudy import EXPERIMENT, SimStudy, open_sim, run_sim
 
 fixed = partial(confirm, sequential=False)
 """The fixed rounds (``autotune run --fixed``): these tests are about that schedule."""
@@ -214,21 +214,27 @@ def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
     assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=5) == 0
 
 
+def _default_is_best_under_noise(tmp: Path) -> SimStudy:
+    """6 search trials of a world whose optimum is Go's default, under 30% noise: one round
+    cannot show that the candidates are no better."""
+    sim = open_sim(tmp, EXPERIMENT.replace("noise: 0.03", "noise: 0.3").replace(
+        "unset: {GOMAXPROCS: 8, forcegc_interval_ms: 0}",
+        "unset: {GOMAXPROCS: 2, forcegc_interval_ms: 2000}"))
+    sim.runner.run(sim.studies, 6)
+    return sim
+
+
 def test_undecided_looks_measure_only_the_best_and_the_baseline(tmp_path: Path) -> None:
     # Go's default is the optimum, under 30% noise: one round cannot show the candidates are no
     # better; the later rounds hold the best and the baseline.
-    noisy = EXPERIMENT.replace("noise: 0.03", "noise: 0.3").replace(
-        "unset: {GOMAXPROCS: 8, forcegc_interval_ms: 0}",
-        "unset: {GOMAXPROCS: 2, forcegc_interval_ms: 2000}")
-    sim = open_sim(tmp_path, noisy)
-    sim.runner.run(sim.studies, 6)
+    sim = _default_is_best_under_noise(tmp_path)
     confirm(sim.exp, sim.studies, sim.runner, top=3, repeats=5, seed=5)
     rounds = _rounds(_confirm_trials(sim.studies))
     assert len(rounds[1]) == 4 and BASELINE in rounds[1]
     assert 1 < len(rounds) <= 5
     for r in range(2, len(rounds) + 1):
         assert len(rounds[r]) in (2, 3) and BASELINE in rounds[r]
-    # Go's default never loses its place in a round: the candidates are no better than it.
+    # The later rounds are the sequential looks' (recorded as such in the trials).
     assert all(t.user_attrs.get("sequential") for t in _confirm_trials(sim.studies)
                if t.user_attrs["round"] > 1)
 
@@ -236,11 +242,7 @@ def test_undecided_looks_measure_only_the_best_and_the_baseline(tmp_path: Path) 
 def test_rounds_of_an_earlier_night_do_not_use_up_a_new_candidates_looks(tmp_path: Path) -> None:
     # A continued study keeps the confirmation runs of earlier nights; one of them measured
     # another configuration in rounds 1..3. Tonight's best still gets its own looks.
-    noisy = EXPERIMENT.replace("noise: 0.03", "noise: 0.3").replace(
-        "unset: {GOMAXPROCS: 8, forcegc_interval_ms: 0}",
-        "unset: {GOMAXPROCS: 2, forcegc_interval_ms: 2000}")
-    sim = open_sim(tmp_path, noisy)
-    sim.runner.run(sim.studies, 6)
+    sim = _default_is_best_under_noise(tmp_path)
     earlier = {"GOMAXPROCS": 16, "forcegc_interval_ms": 0}
     sim.runner.run_reference(sim.studies, [
         {"kind": "confirm", "settings": earlier, "candidate": 99, "round": r}
