@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = add("confirm", "re-measure the top candidates and the baseline, interleaved and shuffled, "
-                       "and give the verdict (adopt / keep current / inconclusive)")
+                       "in rounds until the verdict is decisive (--repeats at most), and give "
+                       "the verdict (adopt / keep current / inconclusive)")
     p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")

@@ -1,5 +1,6 @@
 """``autotune confirm``: re-measure the top candidates and the baseline, interleaved and
-shuffled, and give the verdict."""
+shuffled, in rounds until the verdict is decisive (``autotune.study.confirm``), and give the
+verdict."""
 
 from __future__ import annotations
 

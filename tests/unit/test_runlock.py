@@ -259,3 +259,28 @@ def test_one_process_may_take_its_own_lock_again_until_the_last_release(tmp_path
     assert not free(), "released while another RunLock of the process still holds it"
     second.release()
     assert free()
+
+
+def test_a_second_run_of_a_replayed_experiment_refuses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Two runs of one replayed experiment would both enqueue its baseline and design.
+    (tmp_path / "grid.csv").write_text(
+        "order,config,repeat,state,p99\n0,GOMAXPROCS=1,0,COMPLETE,0.01\n")
+    text = yaml.safe_dump({
+        "name": "replaylock", "target": {"replay": {"grid": "grid.csv"}},
+        "parameters": [{"name": "GOMAXPROCS", "type": "int", "values": [1, 2]}],
+        "chaos": {"stress": {"workers": 1, "load": 50}},
+        "metrics": {"p99": "p99"}, "objective": {"minimize": "p99"}})
+    (tmp_path / "exp.yaml").write_text(text)
+    (tmp_path / "results" / "replaylock").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    holder = _hold(tmp_path, "replay", text)
+    try:
+        capsys.readouterr()
+        assert main(["run", "exp.yaml", "--plain"]) == 1
+        err = capsys.readouterr().err
+        assert f"pid {holder.pid}" in err and "replay.lock" in err, err
+        assert not (tmp_path / "results" / "replaylock" / "study.db").exists()
+    finally:
+        _end(holder)
