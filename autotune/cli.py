@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text)
 
-    p = add("run", "run (or resume) the study of an experiment")
+    p = add("run", "run (or resume) the study of an experiment; a kubernetes target with "
+                   "target.kubernetes.pool measures trials on every member side by side (one "
+                   "study, the baseline on each member, the confirmation on the target)")
     _run_options(p)
 
     p = add("nightly", "one night in one process (what the CronJob runs): `run`; only when it "

@@ -23,14 +23,16 @@ def main(args: argparse.Namespace) -> int:
                                           kubeconfig=args.kubeconfig, force=args.force)
     if args.file is not None:
         exp, _ = session.load(args.file)
-        backends = build(exp, st.results_dir(exp), SystemClock(), context=args.context,
-                         preflight=False)
-        try:
-            # The target first: on a cluster it takes the run Lease (a live run keeps its stress)
-            done += backends.target.cleanup() + backends.injector.cleanup()
-        finally:
-            backends.target.restore()  # nothing applied: only lets go (the run Lease)
-            backends.source.close()
+        for member in exp.pool_members():  # every member of a pool; else the target
+            backends = build(member, st.results_dir(exp), SystemClock(), context=args.context,
+                             preflight=False)
+            try:
+                # The target first: on a cluster it takes the run Lease (a live run keeps its
+                # stress)
+                done += backends.target.cleanup() + backends.injector.cleanup()
+            finally:
+                backends.target.restore()  # nothing applied: only lets go (the run Lease)
+                backends.source.close()
     for line in done:
         print(f"removed: {line}")
     if not done:

@@ -12,6 +12,7 @@ from typing import Any
 from autotune.backends import build
 from autotune.clock import Clock, FakeClock, SystemClock
 from autotune.errors import ExitCode, ExperimentError, StudyError
+from autotune.evidence.members import member_baselines
 from autotune.experiment import Experiment, load_experiment
 from autotune.platforms.local.promtool import check_queries
 from autotune.progress import PlainProgress, RichProgress
@@ -20,6 +21,7 @@ from autotune.study import nightly
 from autotune.study import storage as st
 from autotune.study.journal import Journal
 from autotune.study.loop import Progress, StudyRunner
+from autotune.study.pool import Member, PoolRunner, baseline_runs
 from autotune.study.profiles import capture_pair
 from autotune.study.status import run_text, status_data
 
@@ -54,9 +56,16 @@ def runner(exp: Experiment, digest: str, plain: bool,
     clock: Clock = FakeClock(time.time()) if exp.target.replay is not None else SystemClock()
     progress: Progress = (RichProgress() if sys.stderr.isatty() and not plain
                           else PlainProgress())
+    journal = Journal(results / "trials.jsonl")
+    members = exp.pool_members()
+    if len(members) > 1:  # target.kubernetes.pool: one worker per member, one study
+        pool = [Member(m.member or m.name, m, build(m, results, clock, context=context), clock)
+                for m in members]
+        return PoolRunner(exp, pool, progress=progress, journal=journal,
+                          experiment_hash=digest), progress
     backends = build(exp, results, clock, context=context)
     study_runner = StudyRunner(exp, backends, clock=clock, progress=progress,
-                               journal=Journal(results / "trials.jsonl"), experiment_hash=digest)
+                               journal=journal, experiment_hash=digest)
     return study_runner, progress
 
 
@@ -106,6 +115,12 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
         print("no confirmation runs: `autotune confirm` re-measures the top candidates")
     for line in night.lines():
         print(line)
+    for line in night.result.members:
+        print(f"member {line}")
+    if night.result.members:
+        metric = next(iter(exp.goals[0].terms))
+        for baseline in member_baselines(baseline_runs(night.studies.reference)):
+            print(f"member {baseline.text(metric)}")
     if exp.target.replay is not None:
         print(f"replayed: {study_runner.clock.monotonic() / 60:.1f} min of the recording "
               f"stack's time (warm-ups, windows, recorded overheads) in "

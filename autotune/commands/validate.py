@@ -33,10 +33,15 @@ def main(args: argparse.Namespace) -> int:
               "what a local run needs", file=sys.stderr)
         return ExitCode.USAGE
     warnings: list[str] = []
-    problems = (cluster.validate_cluster(exp, context=args.context, warnings=warnings)
-                if args.cluster else [])
-    if args.live:
-        problems += cluster.validate_live(exp, context=args.context)
+    problems: list[str] = []
+    members = exp.pool_members()
+    for member in members:  # every member of a pool, each named; else the target
+        prefix = f"{member.member}: " if len(members) > 1 else ""
+        found = (cluster.validate_cluster(member, context=args.context, warnings=warnings)
+                 if args.cluster else [])
+        if args.live:
+            found += cluster.validate_live(member, context=args.context)
+        problems += [prefix + p for p in found]
     for warning in warnings:
         print(f"  warning: {warning}", file=sys.stderr)
     for problem in problems:

@@ -270,6 +270,16 @@ def _check_target(exp: Experiment) -> list[str]:
             elif not go_value_fits(key, value):
                 problems.append(f"target.local.env.{key}: {value!r} is not a value Go takes for "
                                 f"{key}: allowed: {GO_DOMAINS[key]}")
+    if t.kubernetes is not None and t.kubernetes.pool:
+        seen = {t.kubernetes.namespace: "target.kubernetes.namespace"}
+        for i, member in enumerate(t.kubernetes.pool):
+            if member.namespace in seen:
+                # One namespace per member: a member's cleanup removes its study's StressChaos
+                # in its namespace, which would end another member's live stress.
+                problems.append(f"target.kubernetes.pool[{i}].namespace: {member.namespace!r} "
+                                f"is already {seen[member.namespace]}'s: each member needs a "
+                                "namespace of its own")
+            seen.setdefault(member.namespace, f"target.kubernetes.pool[{i}]")
     if t.kubernetes is not None and exp.prometheus.url is None:
         problems.append("prometheus.url: required for a kubernetes target "
                         "(autotune only starts its own Prometheus for local targets)")

@@ -314,6 +314,17 @@ class ClusterLoad(Model):
         default=(), description="names of Secrets in the namespace to pull the image with")
 
 
+class PoolMember(Model):
+    """One more copy of the tuned Deployment that measures trials of the same study."""
+
+    namespace: str = Field(
+        description="the copy's namespace (each member needs its own: the StressChaos "
+                    "objects, the run's Lease and the load generator live there)")
+    deployment: str | None = Field(
+        default=None, description="the copy's Deployment (default: target.kubernetes."
+                                  "deployment); its container has the target's container name")
+
+
 class KubernetesTarget(Model):
     """Patch the env of one container of one Deployment and wait for the rollout."""
 
@@ -352,6 +363,12 @@ class KubernetesTarget(Model):
         description="run autotune's load generator as a pod in the namespace for every "
                     "measured candidate (needs deploy/rbac-load.yaml); without it, "
                     "measure.load is required")
+    pool: list[PoolMember] = Field(
+        default_factory=list,
+        description="equivalent copies of the Deployment (e.g. the service in other namespaces, "
+                    "each under its own load) that measure trials in parallel: one worker per "
+                    "member, one study. The target itself is the first member; it also runs "
+                    "the confirmation. Every member measures the baseline")
     allow_external_writers: bool = Field(
         default=False,
         description="run even when something besides autotune sets the tuned variables: an "
@@ -836,6 +853,26 @@ class Experiment(Model):
 
     def baseline_settings(self) -> dict[str, Setting]:
         return {p.name: self.baseline.params.get(p.name) for p in self.parameters}
+
+    def pool_members(self) -> tuple[Experiment, ...]:
+        """A kubernetes target with ``pool``: the experiment aimed at each member, the target
+        itself first (each member's copy has no pool). Otherwise: this experiment alone."""
+        spec = self.target.kubernetes
+        if spec is None or not spec.pool:
+            return (self,)
+        aims = [(spec.namespace, spec.deployment)] + [
+            (m.namespace, m.deployment or spec.deployment) for m in spec.pool]
+        return tuple(
+            self.model_copy(update={"target": self.target.model_copy(update={
+                "kubernetes": spec.model_copy(update={
+                    "namespace": namespace, "deployment": deployment, "pool": []})})})
+            for namespace, deployment in aims)
+
+    @property
+    def member(self) -> str | None:
+        """``namespace/deployment`` of a kubernetes target (a pool's member is named so)."""
+        spec = self.target.kubernetes
+        return None if spec is None else f"{spec.namespace}/{spec.deployment}"
 
     @property
     def max_trial_seconds(self) -> float:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autotune.evidence import significance as sig
+from autotune.evidence.members import DIFFERS, member_baselines
 from autotune.experiment.models import Setting
 from autotune.insight.explain import duration
 from autotune.report.model import Configuration, MetricSummary, Report, SchedulerRow, TrialRow
@@ -89,8 +90,34 @@ def build(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
     blocks += _search(report, figures, primary.metric)
     blocks += _environment(report)
     blocks += _failures(report)
+    blocks += _pool(report, primary.metric)
     blocks += _trials(report)
     return blocks
+
+
+def _pool(report: Report, metric: str) -> list[Block]:
+    """A pool's members: what each measured, and whether one measures differently."""
+    members = sorted({t.member for t in report.trials if t.member})
+    if len(members) < 2:
+        return []
+    baselines = {b.member: b for b in member_baselines(
+        (t.member, t.values[0]) for t in report.trials
+        if t.member and t.kind == "baseline" and t.state == "COMPLETE" and t.values)}
+    rows = []
+    for m in members:
+        mine = [t for t in report.trials if t.member == m]
+        b = baselines.get(m)
+        rows.append((m, str(sum(t.kind == "search" and t.state == "COMPLETE" for t in mine)),
+                     str(sum(t.state == "FAIL" for t in mine)),
+                     value(b.median) if b is not None else "-",
+                     ("DIFFERS" if b.differs else "like the others") if b is not None else "-"))
+    return [Heading(2, "Pool members"),
+            Paragraph("Each member measured the baseline; a member DIFFERS when every one of its "
+                      "baseline runs lies outside the other members' range and its median is "
+                      f"more than {DIFFERS:.0%} from the pool's: its trials do not compare with "
+                      "the others'. The confirmation ran on one member (the trials name it)."),
+            Table(("member", "search trials", "failed", f"baseline {metric} median",
+                   "baseline"), tuple(rows))]
 
 
 def _verdict(report: Report) -> list[Block]:
@@ -293,13 +320,15 @@ def _trials(report: Report) -> list[Block]:
             f"#{t.candidate}" if isinstance(t.candidate, int) else str(t.candidate))
         if t.round is not None:
             tag += f" r{t.round}"
-        rows.append((t.study, str(t.number), t.kind + (f" ({t.origin})" if t.origin else ""),
+        rows.append((t.study, str(t.number) + (f" @{t.member}" if t.member else ""),
+                     t.kind + (f" ({t.origin})" if t.origin else ""),
                      t.state, ", ".join(value(v) for v in t.values) if t.values else "-",
                      settings(t.settings),
                      "-" if t.feasible is None else ("yes" if t.feasible else "no"),
                      tag.strip(), t.started or "-", _timeline(t), t.failure or ""))
     return [Heading(2, "All trials"),
-            Paragraph("Kind (origin): a search trial came from study.enqueue, the Go-aware prior, "
+            Paragraph("#: the trial's number (@ the pool member that measured it). Kind "
+                      "(origin): a search trial came from study.enqueue, the Go-aware prior, "
                       "the space-filling design or the sampler. Timeline: each phase's start and "
                       "length in seconds from the trial's start."),
             Table(("study", "#", "kind", "state", "values", "settings", "feasible",

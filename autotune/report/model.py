@@ -146,6 +146,8 @@ class TrialRow:
     """Search trials: enqueued, prior, design or sampler (see autotune/study/design.py)."""
     timeline: tuple[tuple[str, float, float], ...] = ()
     """Every phase run: (name, start from the trial's first phase, seconds)."""
+    member: str | None = None
+    """The pool member that measured the trial (``target.kubernetes.pool``), else None."""
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,7 @@ def _row(t: Mapping[str, Any], detail: Mapping[str, Any]) -> TrialRow:
         retry_of=record.get("retry_of"),
         origin=record.get("origin"),
         timeline=tuple((str(n), float(a), float(b)) for n, a, b in record.get("timeline") or ()),
+        member=record.get("member"),
     )
 
 

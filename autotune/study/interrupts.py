@@ -111,3 +111,8 @@ def deliver_pending() -> None:
     if _depth() == 0 and pending:
         _state.pending = None
         raise Interrupted(pending)
+
+
+def shielding() -> bool:
+    """Whether this thread is inside a ``shielded()`` block (undoing something)."""
+    return _depth() > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,17 @@ from autotune.errors import StudyError
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.Lock()  # a pool's members append from their threads
 
     def append(self, entry: dict[str, Any]) -> None:
         """Append one line, all of it or nothing: a write that fails (disk full, read-only
         file system) is cut back off, and a line torn by an earlier crash is ended first, so
         no later line is glued to it. A failure is a ``StudyError`` naming the file."""
         data = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
+        with self._lock:
+            self._append(data)
+
+    def _append(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import socket
 import statistics
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,6 +64,8 @@ class RunResult:
     best: dict[str, Any] | None
     baseline: list[dict[str, Any]] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)
+    """A pool's members, one line each: how its run ended (``autotune.study.pool``)."""
 
 
 def is_search(t: FrozenTrial) -> bool:
@@ -155,8 +159,16 @@ class StudyRunner:
         progress: Progress,
         journal: Journal,
         experiment_hash: str,
+        member: str | None = None,
+        queue_lock: threading.Lock | None = None,
     ) -> None:
+        """``member``: the pool member (``namespace/deployment``) this runner measures on,
+        recorded with every trial. ``queue_lock``: given by ``autotune.study.pool`` to the
+        runners of one pool: each then measures its own baseline repeats and counts running
+        trials against the budget."""
         self.exp, self.backends, self.clock = exp, backends, clock
+        self.member, self.queue_lock = member, queue_lock
+        self._release_at_start = False
         self.progress, self.journal, self.hash = progress, journal, experiment_hash
         self.sampler_name = ""
         self.study_name = ""
@@ -170,10 +182,19 @@ class StudyRunner:
         self._stuck: str | None = None
         self._journal_error: StudyError | None = None
 
+    @property
+    def width(self) -> int:
+        """How many trials this runner measures at once (a pool: one per member)."""
+        return 1
+
     # --- the objective Optuna calls --------------------------------------------------------
 
     def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         self._current = trial_id(trial)
+        if self._release_at_start:  # the queued trial is ours now: other members may pop
+            self._release_at_start = False
+            assert self.queue_lock is not None
+            self.queue_lock.release()
         kind = TrialKind(trial.user_attrs.get("kind", TrialKind.SEARCH))
         if trial.user_attrs.get("failure"):
             trial.set_user_attr("failure", None)  # a retry inherits its original's attrs
@@ -185,12 +206,14 @@ class StudyRunner:
         trial.set_user_attr("worker", st.worker_id())
         trial.set_user_attr("kind", kind.value)
         trial.set_user_attr("settings", settings)
+        if self.member is not None:
+            trial.set_user_attr("member", self.member)
         record = TrialRecord(
             study=self.study_name, number=trial.number, kind=kind,
             settings=settings, env=env, started=self.clock.now(),
             sampler=self.sampler_name if kind == TrialKind.SEARCH else "fixed",
             autotune_version=__version__, host=socket.gethostname(),
-            experiment_hash=self.hash, target=self.exp.target.kind,
+            experiment_hash=self.hash, target=self.exp.target.kind, member=self.member,
         )
         system = system_attrs(trial)
         record.retry_of = system.get("failed_trial")
@@ -341,7 +364,9 @@ class StudyRunner:
         self.study_name = studies.name
         self._search = studies.search
         self._reference = studies.reference
-        orphans = st.fail_orphans(studies, exp.max_trial_seconds)
+        pooled = self.queue_lock is not None
+        # A pool's members run next to each other: the pool failed the orphans once, before.
+        orphans = [] if pooled else st.fail_orphans(studies, exp.max_trial_seconds)
         for line in orphans:
             log.warning("%s", line)
         deadline = (self.clock.monotonic() + exp.study.deadline
@@ -353,7 +378,8 @@ class StudyRunner:
             leftovers = b.target.cleanup() + b.injector.cleanup()
             for line in leftovers:
                 log.warning("left over from an earlier run, removed: %s", line)
-            enqueue_baseline(exp, studies.reference)
+            if not pooled:  # a pool's members each queue their own (_run_own_baseline)
+                enqueue_baseline(exp, studies.reference)
             described = b.target.describe()
             self.design_size = enqueue_design(exp, studies.search, described, budget)
             # Reports state the environment the numbers were measured in.
@@ -364,36 +390,45 @@ class StudyRunner:
                 "study": studies.name, "storage": st.redact(studies.url), "budget": budget,
                 "completed": completed_search(studies.search), "target": described,
             })
-            while any(t.state == TrialState.WAITING
-                      for t in studies.reference.get_trials(deepcopy=False)):
+            while (self._own_baselines(studies.reference) < exp.baseline.repeats if pooled
+                   else any(t.state == TrialState.WAITING
+                            for t in studies.reference.get_trials(deepcopy=False))):
                 if deadline is not None and (self.clock.monotonic()
                                              + self._estimate_trial_seconds() > deadline):
                     stop = "deadline"
                     break
-                self._run_one(studies.reference)
+                if pooled:
+                    self._run_own_baseline(studies.reference)
+                else:
+                    self._run_one(studies.reference)
                 self._check_failures()
                 described = self._describe_again(studies, described)
-            while stop != "deadline" and completed_search(studies.search) < budget:
-                if deadline is not None and (self.clock.monotonic()
-                                             + self._estimate_trial_seconds() > deadline):
-                    stop = "deadline"
-                    break
-                if measured_everything(exp, studies.search):
-                    stop = "every configuration measured"
-                    log.info("every configuration of the space has been measured: the search "
-                             "stops (confirmation runs re-measure the best)")
-                    break
-                reason = (stop_rule(studies, self.trial_seconds)
-                          if stop_rule is not None else None)
-                if reason is not None:
-                    stop = reason
-                    log.info("the search stops: %s", reason)
-                    break
-                n = len(studies.search.get_trials(deepcopy=False))
-                self.sampler_name, studies.search.sampler = make_sampler(
-                    exp, n, design=self.design_size)
-                studies.search.set_user_attr("sampler", self.sampler_name)
-                self._run_one(studies.search)
+            while stop != "deadline":
+                # In a pool, counting the budget and starting the trial are one step
+                # (``_turn``): two members never both take the budget's last trial.
+                with self._turn():
+                    if self._counted(studies.search) >= budget:
+                        break
+                    if deadline is not None and (self.clock.monotonic()
+                                                 + self._estimate_trial_seconds() > deadline):
+                        stop = "deadline"
+                        break
+                    if measured_everything(exp, studies.search):
+                        stop = "every configuration measured"
+                        log.info("every configuration of the space has been measured: the "
+                                 "search stops (confirmation runs re-measure the best)")
+                        break
+                    reason = (stop_rule(studies, self.trial_seconds)
+                              if stop_rule is not None else None)
+                    if reason is not None:
+                        stop = reason
+                        log.info("the search stops: %s", reason)
+                        break
+                    n = len(studies.search.get_trials(deepcopy=False))
+                    self.sampler_name, studies.search.sampler = make_sampler(
+                        exp, n, design=self.design_size)
+                    studies.search.set_user_attr("sampler", self.sampler_name)
+                    self._run_one(studies.search)
                 self._check_failures()
                 described = self._describe_again(studies, described)
         except Interrupted:
@@ -408,6 +443,50 @@ class StudyRunner:
             failed_this_run=self.failed, best=best_summary(exp, studies.search),
             baseline=baseline_values(studies.reference), orphans=orphans,
         )
+
+    def _counted(self, search: optuna.Study) -> int:
+        """Search trials that count against the budget: the completed ones, and in a pool the
+        ones other members are running (a member whose trial fails runs another)."""
+        done = completed_search(search)
+        if self.queue_lock is None:
+            return done
+        return done + sum(1 for t in search.get_trials(deepcopy=False,
+                                                         states=[TrialState.RUNNING])
+                          if is_search(t))
+
+    def _own_baselines(self, reference: optuna.Study) -> int:
+        return sum(1 for t in reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+                   if t.user_attrs.get("kind") == TrialKind.BASELINE
+                   and t.user_attrs.get("member") == self.member)
+
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """A pool's member holds the pool's lock from deciding what to run until its trial has
+        started (``objective`` releases it then); outside a pool, nothing."""
+        if self.queue_lock is None:
+            yield
+            return
+        self.queue_lock.acquire()
+        self._release_at_start = True
+        try:
+            yield
+        finally:
+            if self._release_at_start:  # no trial started
+                self._release_at_start = False
+                self.queue_lock.release()
+
+    def _run_own_baseline(self, reference: optuna.Study) -> None:
+        """One baseline repeat on this member. Optuna runs the oldest queued trial, whoever
+        queued it, so queueing and taking it are one turn; a queued trial another member left
+        is measured here, and counts as this member's."""
+        with self._turn():
+            if not any(t.state == TrialState.WAITING
+                       for t in reference.get_trials(deepcopy=False)):
+                reference.enqueue_trial({}, user_attrs={
+                    "kind": TrialKind.BASELINE.value,
+                    "repeat": self._own_baselines(reference) + 1,
+                    "settings": self.exp.baseline_settings()})
+            self._run_one(reference)
 
     def run_reference(
         self, studies: st.Studies, entries: list[dict[str, Any]],

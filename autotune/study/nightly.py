@@ -126,7 +126,8 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
                                  sequential=sequential)
                  if options.confirm else 0) + (options.extra if skip is None else 0))
     budget = plan_budget(exp, studies, reserved=reserved, queued=queued,
-                         remaining=max(0, options.budget - completed_search(studies.search)))
+                         remaining=max(0, options.budget - completed_search(studies.search)),
+                         members=runner.width)
     record: dict[str, Any] = {
         "night": night, "started": started, "status": "running", "host": socket.gethostname(),
         "environment": opening.environment.record(), "opened": opening.opened,

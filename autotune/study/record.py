@@ -142,6 +142,8 @@ class TrialRecord:
     why: str | None = None
     repaired_from: dict[str, Any] | None = None
     """Search trials: the sampler's proposal, when it repeated a measured configuration."""
+    member: str | None = None
+    """The pool member (``namespace/deployment``) that measured the trial (pools only)."""
 
     measurement: Measurement = field(default_factory=Measurement)
     """Filled by the phases (``trial.run_phases``)."""
@@ -166,7 +168,7 @@ class TrialRecord:
         }
         out.update(_present({
             "retry_of": self.retry_of, "origin": self.origin, "why": self.why,
-            "repaired_from": self.repaired_from,
+            "repaired_from": self.repaired_from, "member": self.member,
         }))
         out.update(self.measurement.as_attrs())
         out.update(_present({

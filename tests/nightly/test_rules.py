@@ -4,6 +4,7 @@ verdict."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from autotune.clock import FakeClock
 from autotune.experiment import parse_experiment
 from autotune.study.night import budget, drift, early_stop, fingerprint, records
 from autotune.study.night.early_stop import SearchPoint
+from autotune.study.storage import open_for_run
 from tests.nightly.conftest import simulated_doc
 
 
@@ -179,6 +181,17 @@ def test_the_rule_stops_when_a_trial_and_the_reserve_no_longer_fit() -> None:
     assert reason is not None and reason.startswith("night budget")
     # This run's measured trials replace the estimate.
     assert rule(studies, [10.0, 20.0]) is None  # 751 + 20 * 5 <= 1000
+
+
+def test_a_pools_members_search_side_by_side_in_the_night(tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump(simulated_doc(deadline="1h")))
+    studies = open_for_run(exp, f"sqlite:///{tmp_path}/study.db")
+    one = budget.plan_budget(exp, studies, reserved=10, queued=2, remaining=5000)
+    pool = budget.plan_budget(exp, studies, reserved=10, queued=2, remaining=5000, members=3)
+    assert one.search_trials is not None and one.search_trials > 0
+    assert pool.search_trials == 3 * one.search_trials
+    capped = budget.plan_budget(exp, studies, reserved=10, queued=2, remaining=20, members=3)
+    assert capped.search_trials == 20  # never more than the study's budget left
 
 
 def test_without_a_deadline_the_rule_never_stops_the_night() -> None:

@@ -83,7 +83,10 @@ def fit_trials(deadline: float, elapsed: float, trial_seconds: float, reserved: 
 
 
 def plan_budget(exp: Experiment, studies: st.Studies, *, reserved: int, queued: int,
-                remaining: int) -> Budget:
+                remaining: int, members: int = 1) -> Budget:
+    """``members``: a pool's size (``autotune.study.pool``): its members search side by side,
+    each in the night left after the trials queued before the search and the reserved ones
+    (the confirmation runs on one member after the search)."""
     groups: list[Sequence[optuna.Study]] = [(studies.search, studies.reference)]
     if studies.previous is not None:
         groups.append((studies.previous,))
@@ -96,7 +99,8 @@ def plan_budget(exp: Experiment, studies: st.Studies, *, reserved: int, queued: 
     deadline = exp.study.deadline
     fit = None
     if deadline is not None:
-        fit = min(remaining, max(0, fit_trials(deadline, 0.0, per, reserved) - queued))
+        fit = min(remaining,
+                  members * max(0, fit_trials(deadline, 0.0, per, reserved) - queued))
     return Budget(deadline=deadline, trial_seconds=per, measured=where, reserved=reserved,
                   queued=queued, remaining=remaining, search_trials=fit)
 

@@ -1,0 +1,232 @@
+"""Parallel trials on a pool of equivalent targets: one worker per member, one study.
+
+``target.kubernetes.pool`` names copies of the tuned Deployment (say, the service in three
+namespaces, each under its own load). ``PoolRunner`` runs one ``StudyRunner`` per member, each
+in a thread of this process, all on the same study in the same storage (Optuna's RDB storage,
+the distributed mode Optuna's users know; SQLite or PostgreSQL):
+
+- every member measures the baseline (``exp.baseline.repeats`` times), so a member that differs
+  shows (``baseline_runs``, judged by ``autotune.evidence.members``);
+- the search's trials go to whichever member is free; a trial records the member that measured
+  it; the budget counts the trials members are running, so the study does not overshoot it;
+- a member whose trial fails goes on with the next one; a member that stops (its failure limit,
+  a stress it could not remove) stops alone, restored, and the others go on;
+- each member restores its own target however its run ends; Ctrl-C or SIGTERM (which only the
+  main thread receives) stops every member at its next wait and waits until all are restored;
+- the confirmation then runs on the first member still standing (the target itself, unless it
+  stopped), so that the verdict compares runs measured on one member.
+
+Why threads in one process, not an Indexed Job with a pod per member: one process holds one
+lock per member (their Leases), restores every member on any exit, and goes straight on to the
+confirmation and the report; a pod per member would need one more coordinator for those, and
+the workers spend their time waiting on the cluster and Prometheus, not computing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from autotune.clock import Clock
+from autotune.errors import StudyError
+from autotune.experiment.models import Experiment, Setting
+from autotune.study import storage as st
+from autotune.study.interrupts import Interrupted, shielded, shielding
+from autotune.study.journal import Journal
+from autotune.study.kinds import TrialKind
+from autotune.study.loop import (
+    Progress,
+    RunResult,
+    StudyRunner,
+    baseline_values,
+    best_summary,
+    completed_search,
+    enqueue_design,
+)
+from autotune.study.trial import Backends
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of the pool: its name (``namespace/deployment`` on a cluster), the
+    experiment aimed at it, its backends and its clock."""
+
+    name: str
+    exp: Experiment
+    backends: Backends
+    clock: Clock
+
+
+class _StoppableClock:
+    """A member's clock that raises ``Interrupted`` at its next wait once the pool is told to
+    stop (only the main thread gets signals). Never while the member undoes something."""
+
+    def __init__(self, clock: Clock, stop: threading.Event, why: list[str]) -> None:
+        self._clock, self._stop, self._why = clock, stop, why
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def monotonic(self) -> float:
+        return self._clock.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if self._stop.is_set() and not shielding():
+            raise Interrupted(self._why[0] if self._why else "SIGINT")
+        self._clock.sleep(seconds)
+
+
+class _Serialized:
+    """The run's progress display, shared by the members' threads."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._lock = threading.Lock()
+
+    def study_started(self, info: dict[str, Any]) -> None:
+        with self._lock:
+            self._progress.study_started(info)
+
+    def trial_started(self, number: int, kind: str, settings: dict[str, Setting]) -> None:
+        with self._lock:
+            self._progress.trial_started(number, kind, settings)
+
+    def phase(self, name: str) -> None:
+        with self._lock:
+            self._progress.phase(name)
+
+    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._progress.trial_finished(record, best)
+
+
+@dataclass
+class _Outcome:
+    member: Member
+    result: RunResult | None = None
+    error: BaseException | None = None
+
+
+class PoolRunner(StudyRunner):
+    """``StudyRunner.run`` on every member at once; everything else (confirmation, drift runs,
+    captures) on the lead: the first member, or the first still standing after the search."""
+
+    def __init__(self, exp: Experiment, members: Sequence[Member], *, progress: Progress,
+                 journal: Journal, experiment_hash: str) -> None:
+        if not members:
+            raise ValueError("a pool needs at least one member")
+        lead = members[0]
+        super().__init__(lead.exp, lead.backends, clock=lead.clock, progress=progress,
+                         journal=journal, experiment_hash=experiment_hash, member=lead.name)
+        self.pool_exp = exp
+        self.members = list(members)
+        self.outcomes: list[_Outcome] = []
+
+    @property
+    def width(self) -> int:
+        return len(self.members)
+
+    def run(self, studies: st.Studies, budget: int,
+            stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
+            ) -> RunResult:
+        self.study_name = studies.name
+        self._search, self._reference = studies.search, studies.reference
+        orphans = st.fail_orphans(studies, self.exp.max_trial_seconds)
+        for line in orphans:
+            log.warning("%s", line)
+        # Queued once, before any member runs: each would otherwise find it missing.
+        self.design_size = enqueue_design(self.exp, studies.search,
+                                          self.backends.target.describe(), budget)
+        stop, why = threading.Event(), list[str]()
+        shared = _Serialized(self.progress)
+        queue_lock = threading.Lock()
+        self.outcomes = [_Outcome(m) for m in self.members]
+
+        def work(outcome: _Outcome) -> None:
+            m = outcome.member
+            runner = StudyRunner(m.exp, m.backends, clock=_StoppableClock(m.clock, stop, why),
+                                 progress=shared, journal=self.journal,
+                                 experiment_hash=self.hash, member=m.name,
+                                 queue_lock=queue_lock)
+            try:
+                outcome.result = runner.run(_own_studies(studies), budget, stop_rule)
+            except BaseException as e:  # reported by the pool, after every member is done
+                outcome.error = e
+                if not isinstance(e, Interrupted):
+                    log.error("member %s stopped: %s", m.name, e)
+
+        threads = [threading.Thread(target=work, args=(o,), name=f"member {o.member.name}",
+                                    daemon=True) for o in self.outcomes]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        except Interrupted as e:
+            why.append(e.signame)
+            stop.set()
+            with shielded():  # every member restores itself before we go on
+                for t in threads:
+                    t.join()
+            raise
+        return self._outcome(studies, orphans)
+
+    def _outcome(self, studies: st.Studies, orphans: list[str]) -> RunResult:
+        standing = [o for o in self.outcomes if o.error is None]
+        if not standing:
+            first = self.outcomes[0].error
+            assert first is not None
+            if isinstance(first, Interrupted):
+                raise first
+            raise StudyError([f"every member of the pool stopped; {self.outcomes[0].member.name}: "
+                              f"{first}"]) from first
+        lead = standing[0].member
+        if lead is not self.members[0]:
+            log.warning("the confirmation runs on %s: %s stopped", lead.name,
+                        self.members[0].name)
+        self.backends, self.clock, self.member = lead.backends, lead.clock, lead.name
+        results = [o.result for o in standing if o.result is not None]
+        return RunResult(
+            study=studies.name,
+            stop_reason=results[0].stop_reason if results else "budget reached",
+            completed=completed_search(studies.search),
+            failed_this_run=sum(r.failed_this_run for r in results),
+            best=best_summary(self.exp, studies.search),
+            baseline=baseline_values(studies.reference), orphans=orphans,
+            members=[self._line(o) for o in self.outcomes],
+        )
+
+    @staticmethod
+    def _line(o: _Outcome) -> str:
+        if o.error is not None:
+            return f"{o.member.name}: stopped: {o.error}"
+        assert o.result is not None
+        return f"{o.member.name}: {o.result.stop_reason}"
+
+
+def _own_studies(studies: st.Studies) -> st.Studies:
+    """The same studies through Study objects of the member's own (a sampler is set per
+    worker), on the one storage."""
+    return dataclasses.replace(
+        studies,
+        search=optuna.load_study(study_name=studies.search.study_name, storage=studies.storage),
+        reference=optuna.load_study(study_name=studies.reference.study_name,
+                                    storage=studies.storage))
+
+
+def baseline_runs(reference: optuna.Study) -> list[tuple[str, float]]:
+    """(member, first objective value) of every completed baseline run a member measured."""
+    return [(str(t.user_attrs["member"]), float(t.values[0]))
+            for t in reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+            if t.user_attrs.get("member") and t.user_attrs.get("kind") == TrialKind.BASELINE
+            and t.values]

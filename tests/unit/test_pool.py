@@ -1,0 +1,239 @@
+"""The pool runner (``autotune.study.pool``) on simulated members: the budget is shared and never
+overshot, every member measures the baseline, a member that stops leaves the others going, and
+each member's target ends restored. The same against the real control plane:
+tests/kubernetes/test_pool.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from autotune.clock import FakeClock
+from autotune.errors import ExperimentError, StudyError, TargetError
+from autotune.evidence.members import member_baselines
+from autotune.experiment import Experiment, parse_experiment
+from autotune.live import Live
+from autotune.platforms import simulated
+from autotune.report import build_report, document, markdown
+from autotune.study.interrupts import Interrupted
+from autotune.study.journal import Journal
+from autotune.study.pool import Member, PoolRunner, baseline_runs
+from autotune.study.storage import open_existing, open_for_run
+from autotune.study.trial import Backends
+
+DOC: dict[str, Any] = {
+    "name": "pooled",
+    "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}, "unset": {"GOMAXPROCS": 8},
+                             "apply_seconds": 1.0}},
+    "parameters": [{"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 16}],
+    "baseline": {"repeats": 2},
+    "chaos": {"stress": {"workers": 1, "load": 50}},
+    "measure": {"warmup": "1s", "window": "5s"},
+    "metrics": {"p99": "surface"},
+    "objective": {"minimize": "p99"},
+    "study": {"trials": 9, "sampler": "tpe", "seed": 4, "stop_after_failures": 2,
+              "early_stop": None},
+}
+
+
+class Silent:
+    def study_started(self, info: dict[str, Any]) -> None: ...
+
+    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
+
+    def phase(self, name: str) -> None: ...
+
+    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
+
+
+class Breaks:
+    """A member's target that stops answering after ``after`` applies (a node gone)."""
+
+    def __init__(self, inner: simulated.SimulatedService, after: int) -> None:
+        self.inner, self.after, self.applied = inner, after, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def apply(self, env: dict[str, str | None]) -> Live:
+        self.applied += 1
+        if self.applied > self.after:
+            raise TargetError("the member's node is gone")
+        return self.inner.apply(env)
+
+
+def members(tmp: Path, exp: Experiment, n: int, breaks: int | None = None) -> list[Member]:
+    out = []
+    for i in range(n):
+        clock = FakeClock()
+        world = simulated.World(tmp / f"world-{i}.json")
+        target: Any = simulated.SimulatedService(exp, world, clock)
+        if breaks is not None and i == 1:
+            target = Breaks(target, breaks)
+        out.append(Member(f"copy-{i}", exp, Backends(
+            target=target, injector=simulated.SimulatedInjector(world, clock),
+            source=simulated.SimulatedMetrics(exp, world, seed=i)), clock))
+    return out
+
+
+def run(tmp: Path, pool: list[Member], exp: Experiment) -> tuple[Any, list[dict[str, Any]]]:
+    journal = Journal(tmp / "trials.jsonl")
+    runner = PoolRunner(exp, pool, progress=Silent(), journal=journal, experiment_hash="t")
+    studies = open_for_run(exp, f"sqlite:///{tmp}/study.db")
+    try:
+        outcome: Any = runner.run(studies, exp.study.trials)
+    except (StudyError, Interrupted) as e:
+        outcome = e
+    return outcome, list(journal.entries())
+
+
+def applied(pool: list[Member]) -> list[Any]:
+    return [m.backends.target.world.load()["applied"] for m in pool]  # type: ignore[attr-defined]
+
+
+def test_three_members_share_the_budget_and_each_measures_the_baseline(tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump(DOC))
+    pool = members(tmp_path, exp, 3)
+    slow = pool[0].backends.target.apply
+
+    def slow_apply(env: dict[str, str | None]) -> Live:
+        time.sleep(0.2)  # a slower member: the others must not measure its baseline repeats
+        return slow(env)
+
+    pool[0].backends.target.apply = slow_apply  # type: ignore[method-assign]
+    result, records = run(tmp_path, pool, exp)
+    search = [r for r in records if r["kind"] == "search"]
+    assert [r["state"] for r in search] == ["COMPLETE"] * 9  # exactly the budget, not over
+    assert result.completed == 9
+    names = [m.name for m in pool]
+    baseline = sorted(r["member"] for r in records if r["kind"] == "baseline")
+    assert baseline == sorted(names * 2)
+    assert {r["member"] for r in search} == set(names)
+    assert [b.member for b in member_baselines(baseline_runs(optuna.load_study(
+        study_name="pooled:reference", storage=f"sqlite:///{tmp_path}/study.db")))] != []
+    assert applied(pool) == [None, None, None]  # every member restored
+
+
+def test_a_member_that_stops_leaves_the_others_going(tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump(DOC))
+    pool = members(tmp_path, exp, 3, breaks=2)
+    result, records = run(tmp_path, pool, exp)
+    assert not isinstance(result, BaseException), result
+    failed = [r for r in records if r["state"] == "FAIL"]
+    assert {r["member"] for r in failed} == {"copy-1"}
+    assert all("the member's node is gone" in r["failure"] for r in failed)
+    assert len(failed) == 2  # its failure limit; then it stops, alone
+    assert result.completed == 9
+    assert result.members[1].startswith("copy-1: stopped: 2 trials in a row failed")
+    assert applied(pool) == [None, None, None]
+    study = optuna.load_study(study_name="pooled", storage=f"sqlite:///{tmp_path}/study.db")
+    assert len(study.get_trials(states=[TrialState.COMPLETE])) == 9
+
+
+def test_when_every_member_stops_the_run_fails_with_the_reason(tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump(DOC))
+    pool = members(tmp_path, exp, 2)
+    for m in pool:
+        object.__setattr__(m, "backends", Backends(Breaks(m.backends.target, 0),  # type: ignore[arg-type]
+                                                   m.backends.injector, m.backends.source))
+    outcome, _ = run(tmp_path, pool, exp)
+    assert isinstance(outcome, StudyError)
+    assert "every member of the pool stopped" in str(outcome)
+
+
+def test_an_interrupt_stops_every_member_at_its_next_wait(tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump(DOC))
+    pool = members(tmp_path, exp, 3)
+    started = threading.Event()
+    original = pool[2].backends.target.apply
+
+    def apply_then_signal(env: dict[str, str | None]) -> Live:
+        started.set()
+        return original(env)
+
+    pool[2].backends.target.apply = apply_then_signal  # type: ignore[method-assign]
+    runner = PoolRunner(exp, pool, progress=Silent(), journal=Journal(tmp_path / "j.jsonl"),
+                        experiment_hash="t")
+    studies = open_for_run(exp, f"sqlite:///{tmp_path}/study.db")
+    raised = []
+
+    class Join(threading.Thread):
+        """What SIGTERM does to the main thread while it waits for the members (only the main
+        thread gets signals): its handler raises Interrupted there, once."""
+
+        def join(self, timeout: float | None = None) -> None:
+            if started.is_set() and not raised:
+                raised.append(1)
+                raise Interrupted("SIGTERM")
+            super().join(timeout)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr("autotune.study.pool.threading.Thread", Join)
+    try:
+        with pytest.raises(Interrupted):
+            runner.run(studies, exp.study.trials)
+    finally:
+        monkey.undo()
+    records = list(Journal(tmp_path / "j.jsonl").entries())
+    assert len([r for r in records if r["state"] == "COMPLETE" and r["kind"] == "search"]) < 9
+    assert applied(pool) == [None, None, None]
+
+
+def test_pool_members_are_the_target_then_each_copy(tmp_path: Path) -> None:
+    doc = kube_doc([{"namespace": "b"}, {"namespace": "c", "deployment": "api-copy"}])
+    exp = parse_experiment(yaml.safe_dump(doc))
+    assert [m.member for m in exp.pool_members()] == ["a/api", "b/api", "c/api-copy"]
+    assert all(m.target.kubernetes is not None and m.target.kubernetes.pool == []
+               for m in exp.pool_members())
+
+
+def test_a_namespace_shared_by_two_members_is_refused_naming_the_field() -> None:
+    doc = kube_doc([{"namespace": "b"}, {"namespace": "a", "deployment": "api-copy"}])
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    assert "target.kubernetes.pool[1].namespace: 'a'" in str(e.value)
+
+
+def kube_doc(pool: list[dict[str, str]]) -> dict[str, Any]:
+    return {**DOC, "target": {"kubernetes": {"namespace": "a", "deployment": "api",
+                                             "container": "api", "pool": pool}},
+            "prometheus": {"url": "http://127.0.0.1:9090"},
+            "metrics": {"p99": "histogram_quantile(0.99, rate(x_bucket{ {{selector}} }[1m]))",
+                        "rate": "sum(rate(x_count{ {{selector}} }[1m]))"},
+            "measure": {"warmup": "1s", "window": "2m", "load": {"metric": "rate"}}}
+
+
+def test_a_member_is_called_different_only_when_apart_and_far() -> None:
+    runs = [("a", 3.0), ("a", 3.2), ("b", 3.1), ("b", 2.9), ("c", 4.0), ("c", 4.4)]
+    found = {b.member: b for b in member_baselines(runs)}
+    assert [m for m, b in found.items() if b.differs] == ["c"]
+    assert "DIFFERS" in found["c"].text("p99") and "DIFFERS" not in found["a"].text("p99")
+    # apart but within 10% of the pool: noise a 1-3 run baseline cannot tell from a difference
+    close = member_baselines([("a", 3.0), ("b", 3.05), ("c", 3.2)])
+    assert not any(b.differs for b in close)
+    # far but overlapping the others' runs: not called different either
+    assert not any(b.differs for b in member_baselines(
+        [("a", 3.0), ("a", 5.0), ("b", 3.1), ("c", 4.5), ("c", 4.6)]))
+    assert member_baselines([("a", 1.0), ("a", 2.0)]) == []  # one member: nothing to compare
+
+
+def test_the_report_names_the_member_of_every_trial_and_compares_their_baselines(
+        tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump({**DOC, "study": {**DOC["study"], "trials": 4}}))
+    pool = members(tmp_path, exp, 2)
+    result, _ = run(tmp_path, pool, exp)
+    assert result.completed == 4
+    report = build_report(exp, open_existing(exp, f"sqlite:///{tmp_path}/study.db"))
+    text = markdown.render(document.build(report, {}))
+    section = text.split("## Pool members")[1].split("\n## ")[0]
+    for m in pool:
+        assert f"| {m.name} |" in section
+    assert all(f"@{t.member}" in text for t in report.trials)
+    assert {t.member for t in report.trials} == {"copy-0", "copy-1"}
