@@ -112,6 +112,11 @@ class StudyError(AutotuneError):
         super().__init__("; ".join(self.problems))
 
 
+class NotUndone(StudyError):
+    """A stress that could not be removed or a target that could not be restored: someone must
+    look (``autotune cleanup``)."""
+
+
 class StorageError(StudyError):
     """The study's database failed under us (locked past the wait, disk full, server gone).
 

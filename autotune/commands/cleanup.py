@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from autotune.backends import build
 from autotune.clock import SystemClock
 from autotune.commands import session
-from autotune.errors import ExitCode
+from autotune.errors import AutotuneError, ExitCode
+from autotune.experiment import Experiment
 from autotune.platforms.kubernetes import stack as cluster
 from autotune.study import storage as st
 
@@ -23,18 +25,29 @@ def main(args: argparse.Namespace) -> int:
                                           kubeconfig=args.kubeconfig, force=args.force)
     if args.file is not None:
         exp, _ = session.load(args.file)
+        failed: list[AutotuneError] = []
         for member in exp.pool_members():  # every member of a pool; else the target
-            backends = build(member, st.results_dir(exp), SystemClock(), context=args.context,
-                             preflight=False)
             try:
-                # The target first: on a cluster it takes the run Lease (a live run keeps its
-                # stress)
-                done += backends.target.cleanup() + backends.injector.cleanup()
-            finally:
-                backends.target.restore()  # nothing applied: only lets go (the run Lease)
-                backends.source.close()
+                done += _clean(member, st.results_dir(exp), args.context)
+            except AutotuneError as e:  # the other members are cleaned all the same
+                failed.append(e)
+                print(f"cleanup of {member.member or member.name} failed: {e}", file=sys.stderr)
+        if failed:
+            for line in done:
+                print(f"removed: {line}")
+            raise failed[0]
     for line in done:
         print(f"removed: {line}")
     if not done:
         print("nothing to clean up")
     return ExitCode.OK
+
+
+def _clean(exp: Experiment, results: Path, context: str | None) -> list[str]:
+    backends = build(exp, results, SystemClock(), context=context, preflight=False)
+    try:
+        # The target first: on a cluster it takes the run Lease (a live run keeps its stress)
+        return backends.target.cleanup() + backends.injector.cleanup()
+    finally:
+        backends.target.restore()  # nothing applied: only lets go (the run Lease)
+        backends.source.close()

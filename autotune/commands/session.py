@@ -19,9 +19,10 @@ from autotune.progress import PlainProgress, RichProgress
 from autotune.report import build_report, history
 from autotune.study import nightly
 from autotune.study import storage as st
+from autotune.study.interrupts import StopRequest
 from autotune.study.journal import Journal
 from autotune.study.loop import Progress, StudyRunner
-from autotune.study.pool import Member, PoolRunner, baseline_runs
+from autotune.study.pool import Member, PoolRunner, StoppableClock, baseline_runs
 from autotune.study.profiles import capture_pair
 from autotune.study.status import run_text, status_data
 
@@ -59,10 +60,20 @@ def runner(exp: Experiment, digest: str, plain: bool,
     journal = Journal(results / "trials.jsonl")
     members = exp.pool_members()
     if len(members) > 1:  # target.kubernetes.pool: one worker per member, one study
-        pool = [Member(m.member or m.name, m, build(m, results, clock, context=context), clock)
-                for m in members]
+        # The members' waits on the cluster end early when a signal asks the pool to stop.
+        stop = StopRequest()
+        heeding = StoppableClock(clock, stop)
+        pool: list[Member] = []
+        try:
+            for m in members:
+                pool.append(Member(m.member or m.name, m,
+                                   build(m, results, heeding, context=context), heeding))
+        except BaseException:
+            for built in pool:  # what the members built so far holds (Prometheus sessions)
+                built.backends.source.close()
+            raise
         return PoolRunner(exp, pool, progress=progress, journal=journal,
-                          experiment_hash=digest), progress
+                          experiment_hash=digest, stop=stop), progress
     backends = build(exp, results, clock, context=context)
     study_runner = StudyRunner(exp, backends, clock=clock, progress=progress,
                                journal=journal, experiment_hash=digest)
@@ -117,6 +128,9 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
         print(line)
     for line in night.result.members:
         print(f"member {line}")
+    for line in night.result.not_undone:
+        print(f"NOT UNDONE on member {line}: run `autotune cleanup {args.file}`",
+              file=sys.stderr)
     if night.result.members:
         metric = next(iter(exp.goals[0].terms))
         for baseline in member_baselines(baseline_runs(night.studies.reference)):
@@ -125,6 +139,8 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
         print(f"replayed: {study_runner.clock.monotonic() / 60:.1f} min of the recording "
               f"stack's time (warm-ups, windows, recorded overheads) in "
               f"{time.monotonic() - started:.0f} s")
+    if night.result.not_undone:
+        return ExitCode.CONFIG  # as a run whose own cleanup failed
     return (ExitCode.DRIFT if args.fail_on_drift and night.drift.status == "drifted"
             else ExitCode.OK)
 

@@ -215,6 +215,12 @@ def _evidence(
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
+    # A pool's verdict uses only the confirming member's runs (autotune.study.confirm.
+    # confirming_member): the latest confirmation run's member.
+    confirming = max((r for r in done if r.kind == TrialKind.CONFIRM and r.study == "reference"),
+                     key=lambda r: r.number, default=None)
+    if confirming is not None and confirming.member:
+        done = [r for r in done if r.member in (None, confirming.member)]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}
     for r in done:

@@ -55,11 +55,11 @@ from __future__ import annotations
 import logging
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment, Setting
@@ -296,14 +296,33 @@ def confirm(
     return _completed(studies) - before
 
 
+def confirming_member(trials: Iterable[FrozenTrial]) -> str | None:
+    """The pool member (``autotune.study.pool``) of the latest confirmation run, or None. A
+    pool's verdict uses only that member's measurements: members may differ a little, and the
+    confirmation interleaves the baseline and the candidates on one member to compare them."""
+    runs = [t for t in trials if t.user_attrs.get("kind") == TrialKind.CONFIRM]
+    latest = max(runs, key=lambda t: t.number, default=None)
+    member = None if latest is None else latest.user_attrs.get("member")
+    return str(member) if member else None
+
+
 def pooled_values(
     studies: st.Studies, settings: Mapping[str, Any] | None
 ) -> list[float]:
     """Every completed measurement of a configuration's first objective: its search trials and
-    its confirmation runs; for ``None`` (the baseline) its repeats and interleaved runs."""
+    its confirmation runs; for ``None`` (the baseline) its repeats and interleaved runs. In a
+    pool, only the confirming member's (``confirming_member``)."""
     out: list[float] = []
     key = None if settings is None else settings_key(settings)
-    for t in studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
+    reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+    member = confirming_member(reference)
+
+    def mine(t: FrozenTrial) -> bool:
+        return member is None or t.user_attrs.get("member") in (None, member)
+
+    for t in reference:
+        if not mine(t):
+            continue
         kind, candidate = t.user_attrs.get("kind"), t.user_attrs.get("candidate")
         if key is None:
             hit = (kind == TrialKind.BASELINE
@@ -316,7 +335,7 @@ def pooled_values(
     if key is not None:
         out += [t.values[0] for t in studies.search.get_trials(deepcopy=False,
                                                                 states=[TrialState.COMPLETE])
-                if t.values and settings_key(t.params) == key]
+                if t.values and settings_key(t.params) == key and mine(t)]
     return out
 
 

@@ -116,3 +116,29 @@ def deliver_pending() -> None:
 def shielding() -> bool:
     """Whether this thread is inside a ``shielded()`` block (undoing something)."""
     return _depth() > 0
+
+
+class StopRequest:
+    """Tells the threads of a pool (``autotune.study.pool``) to stop: only the main thread gets
+    signals. ``check()`` raises the signal's ``Interrupted`` once requested, except while the
+    thread undoes something; ``clock(c)`` is ``c`` whose waits end early on a request."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signame = "SIGINT"
+
+    def request(self, signame: str) -> None:
+        self.signame = signame
+        self._event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set() and not shielding():
+            raise Interrupted(self.signame)
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` of real time; True when a stop was requested meanwhile."""
+        return self._event.wait(seconds)

@@ -23,11 +23,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import __version__, redaction
 from autotune.clock import Clock
-from autotune.errors import StressNotRecovered, StudyError
+from autotune.errors import NotUndone, StressNotRecovered, StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design
 from autotune.study import storage as st
-from autotune.study.interrupts import Interrupted, deliver_pending, shielded
+from autotune.study.interrupts import Interrupted, StopRequest, deliver_pending, shielded
 from autotune.study.journal import Journal
 from autotune.study.kinds import TrialKind
 from autotune.study.objective import score
@@ -66,6 +66,8 @@ class RunResult:
     orphans: list[str] = field(default_factory=list)
     members: list[str] = field(default_factory=list)
     """A pool's members, one line each: how its run ended (``autotune.study.pool``)."""
+    not_undone: list[str] = field(default_factory=list)
+    """A pool's members that could not remove their stress or restore their target."""
 
 
 def is_search(t: FrozenTrial) -> bool:
@@ -161,13 +163,14 @@ class StudyRunner:
         experiment_hash: str,
         member: str | None = None,
         queue_lock: threading.Lock | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
         """``member``: the pool member (``namespace/deployment``) this runner measures on,
         recorded with every trial. ``queue_lock``: given by ``autotune.study.pool`` to the
         runners of one pool: each then measures its own baseline repeats and counts running
         trials against the budget."""
         self.exp, self.backends, self.clock = exp, backends, clock
-        self.member, self.queue_lock = member, queue_lock
+        self.member, self.queue_lock, self.stop = member, queue_lock, stop
         self._release_at_start = False
         self.progress, self.journal, self.hash = progress, journal, experiment_hash
         self.sampler_name = ""
@@ -191,10 +194,6 @@ class StudyRunner:
 
     def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         self._current = trial_id(trial)
-        if self._release_at_start:  # the queued trial is ours now: other members may pop
-            self._release_at_start = False
-            assert self.queue_lock is not None
-            self.queue_lock.release()
         kind = TrialKind(trial.user_attrs.get("kind", TrialKind.SEARCH))
         if trial.user_attrs.get("failure"):
             trial.set_user_attr("failure", None)  # a retry inherits its original's attrs
@@ -208,6 +207,12 @@ class StudyRunner:
         trial.set_user_attr("settings", settings)
         if self.member is not None:
             trial.set_user_attr("member", self.member)
+        if self._release_at_start:
+            # The trial is ours and its parameters are stored (the sampler's repair sees them):
+            # other members may take the next one.
+            self._release_at_start = False
+            assert self.queue_lock is not None
+            self.queue_lock.release()
         record = TrialRecord(
             study=self.study_name, number=trial.number, kind=kind,
             settings=settings, env=env, started=self.clock.now(),
@@ -278,7 +283,9 @@ class StudyRunner:
         rates = []
         for t in self._reference.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             metrics = (t.user_attrs.get("record") or {}).get("metrics") or {}
-            if t.user_attrs.get("kind") == TrialKind.BASELINE and check.metric in metrics:
+            # A pool's member against its own baseline: each member serves its own load.
+            mine = self.member is None or t.user_attrs.get("member") == self.member
+            if t.user_attrs.get("kind") == TrialKind.BASELINE and check.metric in metrics and mine:
                 rates.append(float(metrics[check.metric]))
         return statistics.median(rates) if rates else None
 
@@ -347,7 +354,7 @@ class StudyRunner:
     def _check_failures(self) -> None:
         if self._stuck is not None:
             # Another trial would measure a target that may still be under stress.
-            raise StudyError([f"stress not recovered, the study stopped: {self._stuck}"])
+            raise NotUndone([f"stress not recovered, the study stopped: {self._stuck}"])
         limit = self.exp.study.stop_after_failures
         if len(self.failures_in_a_row) >= limit:
             last = self.failures_in_a_row[-1]
@@ -466,6 +473,8 @@ class StudyRunner:
         if self.queue_lock is None:
             yield
             return
+        if self.stop is not None:
+            self.stop.check()  # told to stop: no new trial
         self.queue_lock.acquire()
         self._release_at_start = True
         try:
@@ -536,7 +545,7 @@ class StudyRunner:
                 errors.append(f"{name}: {e}")
                 log.error("could not restore %s: %s", name, e)
         if errors:
-            raise StudyError(["cleanup incomplete: " + "; ".join(errors)])
+            raise NotUndone(["cleanup incomplete: " + "; ".join(errors)])
 
 
 def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:

@@ -114,12 +114,18 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
     skip = drift_skip_reason(exp, recommendation, options.confirm)
     rng = random.Random(None if exp.study.seed is None else f"{exp.study.seed}:{night}")
     queued = enqueue_baseline(exp, studies.reference)
+    drift_runs: list[dict[str, Any]] = []
     if skip is None:
         assert recommendation is not None
-        for r in range(1, options.repeats + 1):
-            for attrs in drift_round(exp, recommendation, night, r, rng):
-                studies.reference.enqueue_trial({}, user_attrs=attrs)
-                queued += 1
+        drift_runs = [attrs for r in range(1, options.repeats + 1)
+                      for attrs in drift_round(exp, recommendation, night, r, rng)]
+    # Queued before the search, so that a night cut short still has them; in a pool after it:
+    # each member takes the oldest queued trial, and the drift runs belong on the confirming one.
+    pooled = runner.width > 1
+    if not pooled:
+        for attrs in drift_runs:
+            studies.reference.enqueue_trial({}, user_attrs=attrs)
+        queued += len(drift_runs)
     # Several objectives are always confirmed in fixed rounds (autotune.study.confirm).
     sequential = options.sequential and len(exp.goals) == 1
     reserved = ((confirm_reserve(options.top, options.repeats, options.extra,
@@ -144,6 +150,9 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
     try:
         result = runner.run(studies, options.budget,
                             stop_rule=NightRule(exp, runner.clock, budget))
+        if pooled:
+            for attrs in drift_runs:
+                studies.reference.enqueue_trial({}, user_attrs=attrs)
         confirmed = options.confirm and result.stop_reason != "deadline"
         if confirmed:
             confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
@@ -165,6 +174,7 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
                   finished=records.timestamp(),
                   search_trials=completed_search(studies.search) - before,
                   completed=result.completed, stop=result.stop_reason, confirmed=confirmed,
+                  members=result.members, not_undone=result.not_undone,
                   verdict=verdict, drift=drift.record())
     records.save(studies, record)
     return Night(id=night, opening=opening, budget=budget, result=result, confirmed=confirmed,

@@ -10,11 +10,15 @@ the distributed mode Optuna's users know; SQLite or PostgreSQL):
 - the search's trials go to whichever member is free; a trial records the member that measured
   it; the budget counts the trials members are running, so the study does not overshoot it;
 - a member whose trial fails goes on with the next one; a member that stops (its failure limit,
-  a stress it could not remove) stops alone, restored, and the others go on;
+  a stress it could not remove) stops alone, restored, and the others go on; one that could not
+  undo something (``NotUndone``) makes the run end in error once the others are done;
 - each member restores its own target however its run ends; Ctrl-C or SIGTERM (which only the
-  main thread receives) stops every member at its next wait and waits until all are restored;
-- the confirmation then runs on the first member still standing (the target itself, unless it
-  stopped), so that the verdict compares runs measured on one member.
+  main thread receives) is a ``StopRequest``: a member takes no new trial, its waits on the real
+  clock end at once, a watch of the cluster at its next slice; the run ends only once every
+  member is restored;
+- the confirmation and the drift runs then run on the first member still standing (the target
+  itself, unless it stopped), and the verdict uses only that member's runs
+  (``autotune.study.confirm.confirming_member``).
 
 Why threads in one process, not an Indexed Job with a pod per member: one process holds one
 lock per member (their Leases), restores every member on any exit, and goes straight on to the
@@ -34,11 +38,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from autotune.clock import Clock
-from autotune.errors import StudyError
+from autotune.clock import Clock, SystemClock
+from autotune.errors import NotUndone, StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
-from autotune.study.interrupts import Interrupted, shielded, shielding
+from autotune.study.interrupts import Interrupted, StopRequest, shielded, shielding
 from autotune.study.journal import Journal
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import (
@@ -66,12 +70,13 @@ class Member:
     clock: Clock
 
 
-class _StoppableClock:
-    """A member's clock that raises ``Interrupted`` at its next wait once the pool is told to
-    stop (only the main thread gets signals). Never while the member undoes something."""
+class StoppableClock:
+    """A member's clock: its waits end early, raising ``Interrupted``, once the pool is told to
+    stop (only the main thread gets signals); never while the member undoes something. On the
+    real clock a wait ends at once; a simulated clock is only checked when a wait starts."""
 
-    def __init__(self, clock: Clock, stop: threading.Event, why: list[str]) -> None:
-        self._clock, self._stop, self._why = clock, stop, why
+    def __init__(self, clock: Clock, stop: StopRequest) -> None:
+        self._clock, self._stop = clock, stop
 
     def now(self) -> float:
         return self._clock.now()
@@ -80,9 +85,15 @@ class _StoppableClock:
         return self._clock.monotonic()
 
     def sleep(self, seconds: float) -> None:
-        if self._stop.is_set() and not shielding():
-            raise Interrupted(self._why[0] if self._why else "SIGINT")
-        self._clock.sleep(seconds)
+        if shielding():
+            self._clock.sleep(seconds)
+            return
+        self._stop.check()
+        if isinstance(self._clock, SystemClock):
+            if seconds > 0 and self._stop.wait(seconds):
+                self._stop.check()
+        else:
+            self._clock.sleep(seconds)
 
 
 class _Serialized:
@@ -121,7 +132,10 @@ class PoolRunner(StudyRunner):
     captures) on the lead: the first member, or the first still standing after the search."""
 
     def __init__(self, exp: Experiment, members: Sequence[Member], *, progress: Progress,
-                 journal: Journal, experiment_hash: str) -> None:
+                 journal: Journal, experiment_hash: str, stop: StopRequest | None = None
+                 ) -> None:
+        """``stop``: the request the members' backends were built to heed (their clocks are
+        ``StoppableClock``s on it), so that their waits on the cluster end early too."""
         if not members:
             raise ValueError("a pool needs at least one member")
         lead = members[0]
@@ -130,6 +144,7 @@ class PoolRunner(StudyRunner):
         self.pool_exp = exp
         self.members = list(members)
         self.outcomes: list[_Outcome] = []
+        self.request = stop or StopRequest()
 
     @property
     def width(self) -> int:
@@ -146,17 +161,16 @@ class PoolRunner(StudyRunner):
         # Queued once, before any member runs: each would otherwise find it missing.
         self.design_size = enqueue_design(self.exp, studies.search,
                                           self.backends.target.describe(), budget)
-        stop, why = threading.Event(), list[str]()
         shared = _Serialized(self.progress)
         queue_lock = threading.Lock()
         self.outcomes = [_Outcome(m) for m in self.members]
 
         def work(outcome: _Outcome) -> None:
             m = outcome.member
-            runner = StudyRunner(m.exp, m.backends, clock=_StoppableClock(m.clock, stop, why),
+            runner = StudyRunner(m.exp, m.backends, clock=StoppableClock(m.clock, self.request),
                                  progress=shared, journal=self.journal,
                                  experiment_hash=self.hash, member=m.name,
-                                 queue_lock=queue_lock)
+                                 queue_lock=queue_lock, stop=self.request)
             try:
                 outcome.result = runner.run(_own_studies(studies), budget, stop_rule)
             except BaseException as e:  # reported by the pool, after every member is done
@@ -164,20 +178,24 @@ class PoolRunner(StudyRunner):
                 if not isinstance(e, Interrupted):
                     log.error("member %s stopped: %s", m.name, e)
 
-        threads = [threading.Thread(target=work, args=(o,), name=f"member {o.member.name}",
-                                    daemon=True) for o in self.outcomes]
-        for t in threads:
-            t.start()
+        # Not daemons: the interpreter never ends a member mid-trial.
+        threads = [threading.Thread(target=work, args=(o,), name=f"member {o.member.name}")
+                   for o in self.outcomes]
         try:
+            for t in threads:
+                t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(0.2)
-        except Interrupted as e:
-            why.append(e.signame)
-            stop.set()
-            with shielded():  # every member restores itself before we go on
+        except BaseException as e:
+            with shielded():  # every member stops and restores itself before we go on
+                self.request.request(e.signame if isinstance(e, Interrupted) else type(e).__name__)
                 for t in threads:
-                    t.join()
+                    if t.ident is not None:
+                        t.join()
+            undone = [o.error for o in self.outcomes if isinstance(o.error, NotUndone)]
+            if undone:  # as without a pool: what could not be undone outranks the interrupt
+                raise undone[0] from e
             raise
         return self._outcome(studies, orphans)
 
@@ -188,13 +206,17 @@ class PoolRunner(StudyRunner):
             assert first is not None
             if isinstance(first, Interrupted):
                 raise first
-            raise StudyError([f"every member of the pool stopped; {self.outcomes[0].member.name}: "
-                              f"{first}"]) from first
+            undone = next((o.error for o in self.outcomes if isinstance(o.error, NotUndone)),
+                          None)
+            raise (undone or StudyError([
+                f"every member of the pool stopped; {self.outcomes[0].member.name}: {first}"
+            ])) from first
         lead = standing[0].member
         if lead is not self.members[0]:
             log.warning("the confirmation runs on %s: %s stopped", lead.name,
                         self.members[0].name)
-        self.backends, self.clock, self.member = lead.backends, lead.clock, lead.name
+        self.exp, self.backends, self.clock, self.member = (lead.exp, lead.backends, lead.clock,
+                                                            lead.name)
         results = [o.result for o in standing if o.result is not None]
         return RunResult(
             study=studies.name,
@@ -204,6 +226,8 @@ class PoolRunner(StudyRunner):
             best=best_summary(self.exp, studies.search),
             baseline=baseline_values(studies.reference), orphans=orphans,
             members=[self._line(o) for o in self.outcomes],
+            not_undone=[f"{o.member.name}: {o.error}" for o in self.outcomes
+                        if isinstance(o.error, NotUndone)],
         )
 
     @staticmethod

@@ -51,10 +51,13 @@ def pool_experiment(worlds: list[World], trials: int) -> Experiment:
     return parse_experiment(text)
 
 
-def run_pool(worlds: list[World], exp: Experiment, db: Path
+def run_pool(worlds: list[World], exp: Experiment, db: Path, rates: tuple[float, ...] = ()
              ) -> tuple[RunResult | BaseException, list[dict[str, Any]], PoolRunner]:
+    """``rates``: the requests/s each member serves (default 100 each)."""
     members = [Member(m.member or "", m, w.backends(m), w.clock)
                for m, w in zip(exp.pool_members(), worlds, strict=True)]
+    for member, rate in zip(members, rates, strict=False):
+        member.backends.source.rate = rate  # type: ignore[attr-defined]
     journal = Journal(db.parent / "trials.jsonl")
     runner = PoolRunner(exp, members, progress=Silent(), journal=journal,
                         experiment_hash="test")
@@ -81,7 +84,9 @@ def test_three_members_run_one_study_and_a_failure_mid_trial_stays_with_its_memb
             failing.restart_container(restarted[-1])
 
     failing.clock.on_sleep = restart_once
-    outcome, records, runner = run_pool(worlds, exp, tmp_path / "study.db")
+    # each member under its own load: 40% apart, far beyond measure.load.tolerance (10%)
+    outcome, records, runner = run_pool(worlds, exp, tmp_path / "study.db",
+                                        rates=(100.0, 140.0, 80.0))
     assert isinstance(outcome, RunResult), outcome
     assert restarted
     assert outcome.completed == 12 and outcome.stop_reason == "budget reached"

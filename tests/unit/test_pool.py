@@ -5,6 +5,8 @@ tests/kubernetes/test_pool.py."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -15,16 +17,17 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from autotune.clock import FakeClock
+from autotune.clock import FakeClock, SystemClock
 from autotune.errors import ExperimentError, StudyError, TargetError
 from autotune.evidence.members import member_baselines
 from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Live
 from autotune.platforms import simulated
 from autotune.report import build_report, document, markdown
-from autotune.study.interrupts import Interrupted
+from autotune.study.confirm import BASELINE, confirm, confirming_member, pooled_values
+from autotune.study.interrupts import Interrupted, StopRequest, shielded, signals_as_exceptions
 from autotune.study.journal import Journal
-from autotune.study.pool import Member, PoolRunner, baseline_runs
+from autotune.study.pool import Member, PoolRunner, StoppableClock, baseline_runs
 from autotune.study.storage import open_existing, open_for_run
 from autotune.study.trial import Backends
 
@@ -148,42 +151,39 @@ def test_when_every_member_stops_the_run_fails_with_the_reason(tmp_path: Path) -
     assert "every member of the pool stopped" in str(outcome)
 
 
-def test_an_interrupt_stops_every_member_at_its_next_wait(tmp_path: Path) -> None:
+def test_sigterm_stops_every_member_at_its_next_wait_and_each_is_restored(
+        tmp_path: Path) -> None:
     exp = parse_experiment(yaml.safe_dump(DOC))
     pool = members(tmp_path, exp, 3)
-    started = threading.Event()
     original = pool[2].backends.target.apply
+    sent: list[int] = []
 
     def apply_then_signal(env: dict[str, str | None]) -> Live:
-        started.set()
-        return original(env)
+        live = original(env)
+        if not sent:  # a real SIGTERM, sent from a member's thread: the main thread gets it
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return live
 
     pool[2].backends.target.apply = apply_then_signal  # type: ignore[method-assign]
-    runner = PoolRunner(exp, pool, progress=Silent(), journal=Journal(tmp_path / "j.jsonl"),
-                        experiment_hash="t")
-    studies = open_for_run(exp, f"sqlite:///{tmp_path}/study.db")
-    raised = []
-
-    class Join(threading.Thread):
-        """What SIGTERM does to the main thread while it waits for the members (only the main
-        thread gets signals): its handler raises Interrupted there, once."""
-
-        def join(self, timeout: float | None = None) -> None:
-            if started.is_set() and not raised:
-                raised.append(1)
-                raise Interrupted("SIGTERM")
-            super().join(timeout)
-
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr("autotune.study.pool.threading.Thread", Join)
-    try:
-        with pytest.raises(Interrupted):
-            runner.run(studies, exp.study.trials)
-    finally:
-        monkey.undo()
-    records = list(Journal(tmp_path / "j.jsonl").entries())
+    with signals_as_exceptions():
+        outcome, records = run(tmp_path, pool, exp)
+    assert isinstance(outcome, Interrupted) and outcome.signame == "SIGTERM"
+    assert any(r.get("failure") == "interrupted (SIGTERM)" for r in records)
     assert len([r for r in records if r["state"] == "COMPLETE" and r["kind"] == "search"]) < 9
     assert applied(pool) == [None, None, None]
+
+
+def test_a_member_waiting_on_the_real_clock_stops_at_once() -> None:
+    stop = StopRequest()
+    clock = StoppableClock(SystemClock(), stop)
+    threading.Timer(0.05, stop.request, args=("SIGTERM",)).start()
+    began = time.monotonic()
+    with pytest.raises(Interrupted):
+        clock.sleep(600)  # a measurement window
+    assert time.monotonic() - began < 60
+    with shielded():
+        clock.sleep(0.01)  # undoing: never interrupted
 
 
 def test_pool_members_are_the_target_then_each_copy(tmp_path: Path) -> None:
@@ -237,3 +237,35 @@ def test_the_report_names_the_member_of_every_trial_and_compares_their_baselines
         assert f"| {m.name} |" in section
     assert all(f"@{t.member}" in text for t in report.trials)
     assert {t.member for t in report.trials} == {"copy-0", "copy-1"}
+
+
+def test_a_member_that_measures_higher_is_named_and_kept_out_of_the_verdict(
+        tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump(DOC))
+    pool = members(tmp_path, exp, 3)
+    # copy-2 runs on a slower node: everything it measures is 3x higher
+    assert exp.target.simulated is not None
+    slow = exp.model_copy(update={"target": exp.target.model_copy(update={
+        "simulated": exp.target.simulated.model_copy(update={"floor": 0.006})})})
+    world = pool[2].backends.target.world  # type: ignore[attr-defined]
+    pool[2].backends.target.lock.release()  # type: ignore[attr-defined]
+    pool[2] = Member("copy-2", slow, Backends(
+        target=simulated.SimulatedService(slow, world, pool[2].clock),
+        injector=pool[2].backends.injector,
+        source=simulated.SimulatedMetrics(slow, world, seed=2)), pool[2].clock)
+    runner = PoolRunner(exp, pool, progress=Silent(), journal=Journal(tmp_path / "j.jsonl"),
+                        experiment_hash="t")
+    studies = open_for_run(exp, f"sqlite:///{tmp_path}/study.db")
+    runner.run(studies, exp.study.trials)
+    found = {b.member: b for b in member_baselines(baseline_runs(studies.reference))}
+    assert [m for m, b in found.items() if b.differs] == ["copy-2"]
+    assert confirm(exp, studies, runner, top=2, repeats=3, seed=1) > 0
+    reference = studies.reference.get_trials(states=[TrialState.COMPLETE])
+    assert confirming_member(reference) == "copy-0"
+    # the baseline the verdict compares with: only copy-0's repeats and confirmation runs
+    lead = [t.values[0] for t in reference if t.user_attrs.get("member") == "copy-0"
+            and (t.user_attrs.get("kind") == "baseline"
+                 or t.user_attrs.get("candidate") == BASELINE)]
+    assert sorted(pooled_values(studies, None)) == sorted(lead)
+    assert max(pooled_values(studies, None)) < min(found["copy-2"].values)
+    assert applied(pool) == [None, None, None]

@@ -392,6 +392,9 @@ class Kube:
                 return found
             if poll is not None:
                 poll(state)
+            # A wait of no time: where a pool's member, told to stop, stops (its clock raises;
+            # autotune.study.pool.StoppableClock) once per watch slice.
+            self.clock.sleep(0)
             remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 return None
