@@ -12,7 +12,9 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from autotune.experiment import parse_experiment
 from tests.support.postgres import postgres_server
+from tests.unit.test_pool import DOC, applied, members, run
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +36,8 @@ def _experiment(tmp: Path, worker: int) -> Path:
         "measure": {"warmup": "50ms", "window": "300ms"},
         "metrics": {"p99": "surface"},
         "objective": {"minimize": "p99"},
-        "study": {"trials": 8, "sampler": "tpe", "seed": worker},
+        # early_stop off: the test counts the budget (converged workers stop below it)
+        "study": {"trials": 8, "sampler": "tpe", "seed": worker, "early_stop": None},
     }
     path = tmp / f"exp-{worker}.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -55,9 +58,26 @@ def test_two_workers_share_one_study(tmp_path: Path, postgres_url: str) -> None:
     trials = study.get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     # Both workers count the same budget; at most one trial per extra worker overshoots it.
-    assert 8 <= len(complete) <= 9
+    assert 8 <= len(complete) <= 9, outs
     workers = {t.user_attrs["worker"]["pid"] for t in trials}
     assert len(workers) == 2, "both workers ran trials"
     assert len({t.number for t in trials}) == len(trials)
     reference = optuna.load_study(study_name="shared:reference", storage=postgres_url)
     assert len([t for t in reference.get_trials() if t.state == TrialState.COMPLETE]) >= 2
+
+
+def test_a_pools_members_share_one_study_in_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    """The pool (autotune.study.pool): threads of one process on one PostgreSQL study."""
+    exp = parse_experiment(yaml.safe_dump({**DOC, "name": "pooled-pg"}))
+    pool = members(tmp_path, exp, 3)
+    result, _ = run(tmp_path, pool, exp, url=postgres_url)
+    assert result.completed == 9
+    study = optuna.load_study(study_name="pooled-pg", storage=postgres_url)
+    complete = study.get_trials(states=[TrialState.COMPLETE])
+    assert len(complete) == 9  # not one over
+    assert {t.user_attrs["member"] for t in complete} == {"copy-0", "copy-1", "copy-2"}
+    reference = optuna.load_study(study_name="pooled-pg:reference", storage=postgres_url)
+    baseline = [t.user_attrs["member"] for t in reference.get_trials(states=[TrialState.COMPLETE])]
+    assert sorted(baseline) == sorted(["copy-0", "copy-1", "copy-2"] * 2)
+    assert len({t.params["GOMAXPROCS"] for t in complete}) == 9  # no configuration twice
+    assert applied(pool) == [None, None, None]

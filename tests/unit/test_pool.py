@@ -86,10 +86,11 @@ def members(tmp: Path, exp: Experiment, n: int, breaks: int | None = None) -> li
     return out
 
 
-def run(tmp: Path, pool: list[Member], exp: Experiment) -> tuple[Any, list[dict[str, Any]]]:
+def run(tmp: Path, pool: list[Member], exp: Experiment, url: str | None = None
+        ) -> tuple[Any, list[dict[str, Any]]]:
     journal = Journal(tmp / "trials.jsonl")
     runner = PoolRunner(exp, pool, progress=Silent(), journal=journal, experiment_hash="t")
-    studies = open_for_run(exp, f"sqlite:///{tmp}/study.db")
+    studies = open_for_run(exp, url or f"sqlite:///{tmp}/study.db")
     try:
         outcome: Any = runner.run(studies, exp.study.trials)
     except (StudyError, Interrupted) as e:
