@@ -6,7 +6,8 @@ Each seed plays ``run_night`` (baseline, design, search, confirmation, verdict) 
 The pool's simulated wall time is the slowest member's search, then the confirmation on the lead
 member. Printed per grid (median over seeds):
 
-- the single target's minutes to verdict, and the pool's;
+- the single target's minutes to verdict, and the pool's: the search (baseline and search
+  trials; a pool's slowest member) plus the confirmation (on one member), and its runs;
 - **parallel efficiency of the search**: the slowest member's time over the sum of every
   member's (1/members when the trials are shared out evenly);
 - who measured what: trials per member, and that every member measured the baseline;
@@ -94,6 +95,17 @@ class _Timed(PoolRunner):
         return result
 
 
+class _TimedOne(StudyRunner):
+    """Remembers its clock when the search ends."""
+
+    searched: list[float]
+
+    def run(self, studies: st.Studies, budget: int, stop_rule: Any = None) -> RunResult:
+        result = super().run(studies, budget, stop_rule)
+        self.searched = [self.clock.monotonic()]
+        return result
+
+
 def _experiment(path: Path, seed: int, trials: int) -> Experiment:
     exp, _ = load_experiment(path)
     return exp.model_copy(update={"study": exp.study.model_copy(
@@ -111,8 +123,8 @@ def run(path: Path, seed: int, trials: int, members: int) -> dict[str, Any]:
         runner: StudyRunner
         if members == 1:
             clock = FakeClock()
-            runner = StudyRunner(exp, Replay(exp, grid, clock, seed).backends(), clock=clock,
-                                 progress=_Silent(), journal=journal, experiment_hash="pool")
+            runner = _TimedOne(exp, Replay(exp, grid, clock, seed).backends(), clock=clock,
+                               progress=_Silent(), journal=journal, experiment_hash="pool")
         else:
             pool = []
             for i, c in enumerate(Lockstep(members).clocks):
@@ -126,8 +138,10 @@ def run(path: Path, seed: int, trials: int, members: int) -> dict[str, Any]:
         baseline_members: set[str] = set()
         for t in night.studies.search.get_trials(deepcopy=False, states=[TrialState.COMPLETE]):
             by_member[str(t.user_attrs.get("member"))] += 1
+        night_reference = []
         for t in night.studies.reference.get_trials(deepcopy=False,
                                                      states=[TrialState.COMPLETE]):
+            night_reference.append(t.user_attrs.get("kind"))
             if t.user_attrs.get("kind") == TrialKind.BASELINE:
                 baseline_members.add(str(t.user_attrs.get("member")))
         night.studies.storage.engine.dispose()
@@ -137,14 +151,19 @@ def run(path: Path, seed: int, trials: int, members: int) -> dict[str, Any]:
         wall = max(max(runner.searched) + confirm, lead)
         efficiency = max(runner.searched) / sum(runner.searched)
     else:
+        assert isinstance(runner, _TimedOne)
         wall, efficiency = runner.clock.monotonic(), 1.0
+        confirm = wall - runner.searched[0]
+    confirm_runs = sum(1 for t in night_reference if t == TrialKind.CONFIRM)
     v = night.verdict
     if v["verdict"] == "adopt" and v.get("candidate"):
         value = truth.values.get(settings_key(v["candidate"]["settings"]))
         correct = truth.adopt and value is not None and truth.gain(value) > PRACTICAL
     else:
         value, correct = truth.baseline, v["verdict"] == "keep current" and not truth.adopt
-    return {"wall_min": wall / 60, "efficiency": efficiency, "verdict": v["verdict"],
+    return {"wall_min": wall / 60, "search_min": (wall - confirm) / 60,
+            "confirm_min": confirm / 60, "confirm_runs": confirm_runs,
+            "efficiency": efficiency, "verdict": v["verdict"],
             "correct": correct, "within": value is not None and truth.within(value),
             "search": sum(by_member.values()), "per_member": sorted(by_member.values()),
             "baseline_on_every_member": len(baseline_members) == members,
@@ -166,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         walls = sorted(r["wall_min"] for r in runs)
         p90 = walls[max(0, math.ceil(0.9 * len(walls)) - 1)]
         print(f"  {members} member(s): to verdict median {statistics.median(walls):.1f} min "
-              f"(p90 {p90:.1f}); search efficiency median "
+              f"(p90 {p90:.1f}) = search {statistics.median(r['search_min'] for r in runs):.1f}"
+              f" + confirmation {statistics.median(r['confirm_min'] for r in runs):.1f} "
+              f"({statistics.median(r['confirm_runs'] for r in runs):.0f} runs); search "
+              f"efficiency median "
               f"{statistics.median(r['efficiency'] for r in runs):.2f}; search trials "
               f"{Counter(r['search'] for r in runs)}; per member "
               f"{Counter(tuple(r['per_member']) for r in runs).most_common(3)}; baseline on "
