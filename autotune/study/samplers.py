@@ -133,10 +133,14 @@ class NoRepeats(optuna.samplers.BaseSampler):
 
 
 def measured_everything(exp: Experiment, study: Study) -> bool:
-    """True when a finite space has no configuration left that no search trial completed."""
+    """True when a finite space has no configuration left that no search trial completed or is
+    measuring (another worker of the study, a pool's member: measured twice, it would only
+    cost a trial; should that trial fail, its worker finds the configuration free again)."""
     n = space.size(exp)
     if n is None:
         return False
     done = {space.settings_key(t.params)
-            for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])}
+            for t in study.get_trials(deepcopy=False,
+                                      states=[TrialState.COMPLETE, TrialState.RUNNING])
+            if t.params}
     return len(done) >= n

@@ -270,3 +270,16 @@ def test_a_member_that_measures_higher_is_named_and_kept_out_of_the_verdict(
     assert sorted(pooled_values(studies, None)) == sorted(lead)
     assert max(pooled_values(studies, None)) < min(found["copy-2"].values)
     assert applied(pool) == [None, None, None]
+
+
+def test_a_finite_space_is_measured_once_by_the_pool(tmp_path: Path) -> None:
+    doc = {**DOC, "parameters": [{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4, 8]}],
+           "study": {**DOC["study"], "trials": 12}}
+    exp = parse_experiment(yaml.safe_dump(doc))
+    pool = members(tmp_path, exp, 3)
+    result, records = run(tmp_path, pool, exp)
+    search = [r["settings"]["GOMAXPROCS"] for r in records
+              if r["kind"] == "search" and r["state"] == "COMPLETE"]
+    assert sorted(search) == [1, 2, 4, 8]  # each once: none measured twice side by side
+    assert result.stop_reason == "every configuration measured"
+    assert applied(pool) == [None, None, None]
