@@ -3,8 +3,11 @@
 Trials run through ``study.optimize`` (one at a time) so Optuna's heartbeat covers them. The
 target is restored and the metric source closed however the loop ends.
 
-Its size (~465 lines) is the runner and the summaries of a run read back from storage
-(``trial_summary``, ``best_summary``); the summaries are the next cut.
+A pool's member (``autotune.study.pool``) runs this same loop with a ``queue_lock``: it measures
+its own baseline repeats, and counts the budget and starts its trial in one turn (``_turn``).
+
+Its size (~560 lines) is the runner, the pool member's turn, and the summaries of a run read
+back from storage (``trial_summary``, ``best_summary``); the summaries are the next cut.
 """
 
 from __future__ import annotations
