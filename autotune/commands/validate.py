@@ -15,8 +15,10 @@ from autotune.platforms.kubernetes import stack as cluster
 def main(args: argparse.Namespace) -> int:
     exp, _ = session.load(args.file)
     note = session.check_promql(exp, args.file)  # an invalid query is an invalid experiment
-    print(f"{args.file}: valid ({exp.target.kind} target, {len(exp.parameters)} parameters, "
-          f"{exp.study.trials} trials)")
+    size = len(exp.pool_members())
+    pool = f" in a pool of {size}" if size > 1 else ""
+    print(f"{args.file}: valid ({exp.target.kind} target{pool}, {len(exp.parameters)} "
+          f"parameters, {exp.study.trials} trials)")
     for warning in advise(exp):
         print(f"  warning: {warning}", file=sys.stderr)
     if note:

@@ -1,9 +1,12 @@
 """Does one member of a pool measure differently from the others? (``target.kubernetes.pool``)
 
 Every member of a pool measures the baseline (``autotune.study.pool``); this compares the
-members' baseline runs. A member is called different only when every one of its runs lies
-outside the range of all the other members' runs AND its median is more than ``DIFFERS`` from the
-pool's median: with 1-3 runs a member, a looser rule would flag noise.
+members' baseline runs. The verdict pools the runs of the members that do not differ (the user
+declared them equivalent, and their baselines agree) and leaves out those of a member that does.
+
+A member is called different only when every one of its runs lies outside the range of all the
+other members' runs AND its median is more than ``DIFFERS`` from the pool's median: with 1-3 runs
+a member, a looser rule would flag noise.
 """
 
 from __future__ import annotations
@@ -53,3 +56,8 @@ def member_baselines(runs: Iterable[tuple[str, float]]) -> list[MemberBaseline]:
         far = pool != 0 and abs(median / pool - 1) > DIFFERS
         out.append(MemberBaseline(member, tuple(values), median, pool, differs=apart and far))
     return out
+
+
+def differing(runs: Iterable[tuple[str, float]]) -> frozenset[str]:
+    """The members whose baseline DIFFERS: their runs are left out of the verdict."""
+    return frozenset(b.member for b in member_baselines(runs) if b.differs)

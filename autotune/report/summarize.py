@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.evidence import significance as sig
+from autotune.evidence.members import differing
 from autotune.experiment.models import Experiment
 from autotune.report import scheduler
 from autotune.report.environment import environment
@@ -215,12 +216,11 @@ def _evidence(
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
-    # A pool's verdict uses only the confirming member's runs (autotune.study.confirm.
-    # confirming_member): the latest confirmation run's member.
-    confirming = max((r for r in done if r.kind == TrialKind.CONFIRM and r.study == "reference"),
-                     key=lambda r: r.number, default=None)
-    if confirming is not None and confirming.member:
-        done = [r for r in done if r.member in (None, confirming.member)]
+    # A pool's verdict leaves out the runs of a member whose baseline differs
+    # (autotune.study.confirm.comparable).
+    left_out = differing((r.member, r.values[0]) for r in done
+                         if r.member and r.kind == TrialKind.BASELINE and r.values)
+    done = [r for r in done if r.member not in left_out]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}
     for r in done:

@@ -62,6 +62,7 @@ from typing import Any, Protocol
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.evidence import significance as sig
+from autotune.evidence.members import differing
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.kinds import TrialKind
@@ -296,14 +297,14 @@ def confirm(
     return _completed(studies) - before
 
 
-def confirming_member(trials: Iterable[FrozenTrial]) -> str | None:
-    """The pool member (``autotune.study.pool``) of the latest confirmation run, or None. A
-    pool's verdict uses only that member's measurements: members may differ a little, and the
-    confirmation interleaves the baseline and the candidates on one member to compare them."""
-    runs = [t for t in trials if t.user_attrs.get("kind") == TrialKind.CONFIRM]
-    latest = max(runs, key=lambda t: t.number, default=None)
-    member = None if latest is None else latest.user_attrs.get("member")
-    return str(member) if member else None
+def comparable(trials: Iterable[FrozenTrial]) -> Callable[[FrozenTrial], bool]:
+    """Whether a trial's measurement may join the verdict: in a pool (``autotune.study.pool``),
+    not one measured by a member whose baseline DIFFERS (``autotune.evidence.members``)."""
+    runs = [(str(t.user_attrs["member"]), float(t.values[0])) for t in trials
+            if t.user_attrs.get("member") and t.user_attrs.get("kind") == TrialKind.BASELINE
+            and t.values]
+    left_out = differing(runs)
+    return lambda t: t.user_attrs.get("member") not in left_out
 
 
 def pooled_values(
@@ -311,15 +312,11 @@ def pooled_values(
 ) -> list[float]:
     """Every completed measurement of a configuration's first objective: its search trials and
     its confirmation runs; for ``None`` (the baseline) its repeats and interleaved runs. In a
-    pool, only the confirming member's (``confirming_member``)."""
+    pool, not those of a member whose baseline differs (``comparable``)."""
     out: list[float] = []
     key = None if settings is None else settings_key(settings)
     reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-    member = confirming_member(reference)
-
-    def mine(t: FrozenTrial) -> bool:
-        return member is None or t.user_attrs.get("member") in (None, member)
-
+    mine = comparable(reference)
     for t in reference:
         if not mine(t):
             continue

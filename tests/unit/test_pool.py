@@ -17,14 +17,15 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from autotune import cli
 from autotune.clock import FakeClock, SystemClock
-from autotune.errors import ExperimentError, StudyError, TargetError
+from autotune.errors import ExitCode, ExperimentError, StudyError, TargetError
 from autotune.evidence.members import member_baselines
 from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Live
 from autotune.platforms import simulated
 from autotune.report import build_report, document, markdown
-from autotune.study.confirm import BASELINE, confirm, confirming_member, pooled_values
+from autotune.study.confirm import BASELINE, confirm, pooled_values
 from autotune.study.interrupts import Interrupted, StopRequest, shielded, signals_as_exceptions
 from autotune.study.journal import Journal
 from autotune.study.pool import Member, PoolRunner, StoppableClock, baseline_runs
@@ -262,13 +263,23 @@ def test_a_member_that_measures_higher_is_named_and_kept_out_of_the_verdict(
     assert [m for m, b in found.items() if b.differs] == ["copy-2"]
     assert confirm(exp, studies, runner, top=2, repeats=3, seed=1) > 0
     reference = studies.reference.get_trials(states=[TrialState.COMPLETE])
-    assert confirming_member(reference) == "copy-0"
-    # the baseline the verdict compares with: only copy-0's repeats and confirmation runs
-    lead = [t.values[0] for t in reference if t.user_attrs.get("member") == "copy-0"
-            and (t.user_attrs.get("kind") == "baseline"
-                 or t.user_attrs.get("candidate") == BASELINE)]
-    assert sorted(pooled_values(studies, None)) == sorted(lead)
+    assert {t.user_attrs["member"] for t in reference
+            if t.user_attrs.get("kind") == "confirm"} == {"copy-0"}  # on the target
+    # the baseline the verdict compares with: copy-0's and copy-1's runs, never copy-2's
+    alike = [t.values[0] for t in reference if t.user_attrs.get("member") in ("copy-0", "copy-1")
+             and (t.user_attrs.get("kind") == "baseline"
+                  or t.user_attrs.get("candidate") == BASELINE)]
+    assert sorted(pooled_values(studies, None)) == sorted(alike)
     assert max(pooled_values(studies, None)) < min(found["copy-2"].values)
+    # and every candidate's: none of copy-2's search trials
+    search = studies.search.get_trials(states=[TrialState.COMPLETE])
+    for t in search:
+        mine = [u.values[0] for u in search if u.params == t.params
+                and u.user_attrs["member"] != "copy-2"]
+        assert sorted(pooled_values(studies, t.params)) == sorted(
+            mine + [u.values[0] for u in reference if u.user_attrs.get("kind") == "confirm"
+                    and u.user_attrs.get("candidate") != BASELINE
+                    and u.user_attrs["settings"] == t.params])
     assert applied(pool) == [None, None, None]
 
 
@@ -283,3 +294,15 @@ def test_a_finite_space_is_measured_once_by_the_pool(tmp_path: Path) -> None:
     assert sorted(search) == [1, 2, 4, 8]  # each once: none measured twice side by side
     assert result.stop_reason == "every configuration measured"
     assert applied(pool) == [None, None, None]
+
+
+def test_validate_says_the_target_is_a_pool_and_refuses_a_shared_namespace(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "pool.yaml"
+    good.write_text(yaml.safe_dump(kube_doc([{"namespace": "b"}, {"namespace": "c"}])))
+    assert cli.main(["validate", str(good)]) == ExitCode.OK
+    assert "kubernetes target in a pool of 3" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(kube_doc([{"namespace": "a"}])))
+    assert cli.main(["validate", str(bad)]) == ExitCode.CONFIG
+    assert "target.kubernetes.pool[0].namespace: 'a'" in capsys.readouterr().err
