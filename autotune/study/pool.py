@@ -165,6 +165,8 @@ class PoolRunner(StudyRunner):
         queue_lock = threading.Lock()
         self.outcomes = [_Outcome(m) for m in self.members]
 
+        finished = threading.Semaphore(0)
+
         def work(outcome: _Outcome) -> None:
             m = outcome.member
             runner = StudyRunner(m.exp, m.backends, clock=StoppableClock(m.clock, self.request),
@@ -177,26 +179,35 @@ class PoolRunner(StudyRunner):
                 outcome.error = e
                 if not isinstance(e, Interrupted):
                     log.error("member %s stopped: %s", m.name, e)
+            finally:
+                finished.release()
 
         # Not daemons: the interpreter never ends a member mid-trial.
         threads = [threading.Thread(target=work, args=(o,), name=f"member {o.member.name}")
                    for o in self.outcomes]
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
+            # Started with signals held (a signal then is raised once all are started), and
+            # never joined while a signal can be raised: an exception raised inside
+            # ``Thread.join`` marks the thread being joined as ended while it still runs
+            # (CPython 3.11, threading.Thread._wait_for_tstate_lock, the bpo-45274 branch),
+            # so the pool would go on, and exit, with a member mid-trial, its target not
+            # restored. The main thread waits on ``finished`` instead.
+            with shielded():
+                for t in threads:
+                    t.start()
+            for _ in threads:
+                while not finished.acquire(timeout=0.2):
+                    pass
         except BaseException as e:
             with shielded():  # every member stops and restores itself before we go on
                 self.request.request(e.signame if isinstance(e, Interrupted) else type(e).__name__)
-                for t in threads:
-                    if t.ident is not None:
-                        t.join()
+                _join(threads)
             undone = [o.error for o in self.outcomes if isinstance(o.error, NotUndone)]
             if undone:  # as without a pool: what could not be undone outranks the interrupt
                 raise undone[0] from e
             raise
+        with shielded():
+            _join(threads)
         return self._outcome(studies, orphans)
 
     def _outcome(self, studies: st.Studies, orphans: list[str]) -> RunResult:
@@ -236,6 +247,13 @@ class PoolRunner(StudyRunner):
             return f"{o.member.name}: stopped: {o.error}"
         assert o.result is not None
         return f"{o.member.name}: {o.result.stop_reason}"
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    """Wait for every started member's thread to end (call it shielded: see ``run``)."""
+    for t in threads:
+        if t.ident is not None:
+            t.join()
 
 
 def _own_studies(studies: st.Studies) -> st.Studies:
