@@ -23,6 +23,7 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
         target=simulated.SimulatedService(exp, world, clock),
         injector=simulated.SimulatedInjector(world, clock),
         source=simulated.SimulatedMetrics(exp, world, seed=exp.study.seed),
+        blocker=simulated.SimulatedBlocker(world, clock),
     )
 
 

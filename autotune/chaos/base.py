@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from autotune.experiment.models import Stress
+from autotune.experiment.models import BlockedP, Stress
 from autotune.live import Live
 
 
@@ -39,5 +39,19 @@ class Injector(Protocol):
     def recover(self, injection: Injection) -> None: ...
 
     def active(self) -> list[str]: ...
+
+    def cleanup(self) -> list[str]: ...
+
+
+class Blocker(Protocol):
+    """Makes goroutines of the service hold their Ps (``chaos.scenarios[].blocked_p``), under the
+    Injector's contract: ``block`` returns once the goroutines are verified holding their Ps
+    (else undoes and raises ``ChaosError``) and ends by itself after ``duration``; ``release``
+    returns once none is left (idempotent); ``cleanup`` releases what a dead run left."""
+
+    def block(self, live: Live, spec: BlockedP, duration: float,
+              labels: Mapping[str, str]) -> Injection: ...
+
+    def release(self, injection: Injection) -> None: ...
 
     def cleanup(self) -> list[str]: ...

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 
-from autotune.experiment.expressions import parse_constraint
+from autotune.experiment.expressions import parse_constraint, split_scenario
 from autotune.experiment.models import (
     MAX_ENUMERATED,
     TARGET_KINDS,
+    Burst,
     Experiment,
     Parameter,
     Scalar,
@@ -292,6 +293,15 @@ def _check_target(exp: Experiment) -> list[str]:
         for name in known:
             if name not in t.simulated.optimum:
                 problems.append(f"target.simulated.optimum.{name}: missing")
+        scenarios = {s.name for s in exp.chaos.scenarios}
+        for scenario, optimum in t.simulated.scenarios.items():
+            at = f"target.simulated.scenarios.{scenario}"
+            if scenario not in scenarios:
+                problems.append(f"{at}: no such chaos scenario (chaos.scenarios: "
+                                f"{', '.join(sorted(scenarios)) or 'none'})")
+            problems += [f"{at}.{name}: unknown parameter" for name in optimum
+                         if name not in known]
+            problems += [f"{at}.{name}: missing" for name in known if name not in optimum]
     return problems
 
 
@@ -322,18 +332,71 @@ def _check_metrics(exp: Experiment) -> list[str]:
         if not terms:
             problems.append(f"{at}.{goal.direction}: names no metric")
         for metric in terms:
-            if metric not in exp.metrics:
-                problems.append(f"{at}.{goal.direction}: unknown metric {metric!r} "
-                                f"(known: {', '.join(exp.metrics)})")
+            why = _unknown_metric(exp, metric)
+            if why:
+                problems.append(f"{at}.{goal.direction}: {why}")
     for i, text in enumerate(exp.constraints):
         try:
             c = parse_constraint(text)
         except ValueError as e:
             problems.append(f"constraints[{i}]: {e}")
             continue
-        if c.metric not in exp.metrics:
-            problems.append(f"constraints[{i}]: unknown metric {c.metric!r} "
-                            f"(known: {', '.join(exp.metrics)})")
+        why = _unknown_metric(exp, c.metric)
+        if why:
+            problems.append(f"constraints[{i}]: {why}")
+    return problems
+
+
+def _unknown_metric(exp: Experiment, name: str) -> str | None:
+    """Why ``name`` (a metric, or ``<metric>@<scenario>``) names nothing measured."""
+    metric, scenario = split_scenario(name)
+    if metric not in exp.metrics:
+        return f"unknown metric {metric!r} (known: {', '.join(exp.metrics)})"
+    if scenario is not None and scenario not in {s.name for s in exp.chaos.scenarios}:
+        known = ", ".join(s.name for s in exp.chaos.scenarios) or "none: chaos has no scenarios"
+        return f"unknown scenario {scenario!r} in {name!r} (chaos.scenarios: {known})"
+    return None
+
+
+def _check_chaos(exp: Experiment) -> list[str]:
+    problems = []
+    for i, scenario in enumerate(exp.chaos.runs()):
+        at = f"chaos.scenarios[{i}]" if exp.chaos.scenarios else "chaos"
+        pattern = scenario.pattern
+        if not isinstance(pattern, str):
+            problems += _check_burst(exp, at, pattern)
+            if scenario.stress is None:
+                problems.append(f"{at}.pattern: bursts of what? The scenario has no stress")
+        if scenario.blocked_p is not None:
+            if exp.target.kind not in ("local", "simulated"):
+                problems.append(
+                    f"{at}.blocked_p: needs a local target (it is injected through the demo "
+                    "service's loopback endpoint; Chaos Mesh has no stressor that holds a Go "
+                    f"P), not {exp.target.kind}")
+            elif scenario.blocked_p.hold <= 0:
+                problems.append(f"{at}.blocked_p.hold: must be > 0")
+    if exp.chaos.scenarios and exp.target.kind == "replay":
+        problems.append("chaos.scenarios: a replay target plays one recorded grid, measured "
+                        "under one stress; give chaos.stress")
+    return problems
+
+
+def _check_burst(exp: Experiment, at: str, pattern: Burst) -> list[str]:
+    problems = []
+    if pattern.burst < MIN_BURST:
+        problems.append(f"{at}.pattern.burst: {_ms(pattern.burst)} is shorter than 1s, the "
+                        "shortest burst the platforms deliver (stress-ng's --timeout and a "
+                        "StressChaos's duration are whole seconds; each burst is injected, "
+                        "verified and removed: tens of ms locally, seconds on a cluster)")
+    if pattern.burst >= pattern.every:
+        problems.append(f"{at}.pattern.burst: must be shorter than every")
+    elif pattern.every - pattern.burst < MIN_PAUSE:
+        problems.append(f"{at}.pattern.every: must be at least 1s longer than burst (got "
+                        f"{_ms(pattern.every)} and {_ms(pattern.burst)}): each burst is "
+                        "removed and verified gone before the next is injected")
+    if pattern.every > exp.measure.window:
+        problems.append(f"{at}.pattern.every: must not be longer than measure.window, "
+                        "or the window may see no stress")
     return problems
 
 
@@ -364,22 +427,7 @@ def _check_measure(exp: Experiment) -> list[str]:
         if exp.measure.window < needed:
             problems.append(f"measure.window: must be >= 4 scrape intervals ({needed:g}s) so "
                             "rates over the window are defined")
-    pattern = exp.chaos.pattern
-    if not isinstance(pattern, str):
-        if pattern.burst < MIN_BURST:
-            problems.append(f"chaos.pattern.burst: {_ms(pattern.burst)} is shorter than 1s, the "
-                            "shortest burst the platforms deliver (stress-ng's --timeout and a "
-                            "StressChaos's duration are whole seconds; each burst is injected, "
-                            "verified and removed: tens of ms locally, seconds on a cluster)")
-        if pattern.burst >= pattern.every:
-            problems.append("chaos.pattern.burst: must be shorter than every")
-        elif pattern.every - pattern.burst < MIN_PAUSE:
-            problems.append(f"chaos.pattern.every: must be at least 1s longer than burst (got "
-                            f"{_ms(pattern.every)} and {_ms(pattern.burst)}): each burst is "
-                            "removed and verified gone before the next is injected")
-        if pattern.every > exp.measure.window:
-            problems.append("chaos.pattern.every: must not be longer than measure.window, "
-                            "or the window may see no stress")
+    problems += _check_chaos(exp)
     period = exp.measure.schedtrace_period
     if period is not None and not SCHEDTRACE_MIN <= period <= SCHEDTRACE_MAX:
         problems.append(f"measure.schedtrace: {_ms(period)} is outside 100ms..500ms (true: "

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 _CONSTRAINT = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?)\s*$"
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:@[a-z][a-z0-9_-]*)?)\s*(<=|>=|<|>)\s*([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?)\s*$"
 )
 
 
@@ -33,3 +33,13 @@ def parse_constraint(text: str) -> Constraint:
         )
     return Constraint(text=text.strip(), metric=match.group(1), op=match.group(2),
                       bound=float(match.group(3)))
+
+
+SCENARIO_SEPARATOR = "@"
+"""``p99@quiet``: the metric ``p99`` under the chaos scenario ``quiet`` (``chaos.scenarios``)."""
+
+
+def split_scenario(name: str) -> tuple[str, str | None]:
+    """``p99@quiet`` -> (``p99``, ``quiet``); ``p99`` -> (``p99``, None)."""
+    metric, sep, scenario = name.partition(SCENARIO_SEPARATOR)
+    return metric, (scenario if sep else None)

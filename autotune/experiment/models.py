@@ -409,6 +409,11 @@ class SimulatedTarget(Model):
                     "(proportionally less when it covers part of it)")
     apply_seconds: Duration = Field(
         default=0.0, description="how long applying a candidate takes (the run waits it out)")
+    scenarios: dict[str, dict[str, Scalar]] = Field(
+        default_factory=dict,
+        description="by chaos scenario name, the optimum of the surface in that scenario's "
+                    "windows (every parameter; default: optimum); a window without stress or "
+                    "held Ps reads the surface of optimum")
     state_file: str | None = Field(
         default=None,
         description="the JSON file where the simulated world keeps its state (default: "
@@ -460,15 +465,40 @@ class Target(Model):
         return "none"
 
 
+MEMORY_SIZE_PATTERN = r"^[1-9][0-9]{0,8}(B|KB|KiB|MB|MiB|GB|GiB|%)$"
+
+
+class MemoryStress(Model):
+    """Memory stress as Chaos Mesh's StressChaos ``stressors.memory`` / stress-ng ``--vm``: each
+    worker keeps ``size`` of memory allocated and written, in the service's memory limit."""
+
+    workers: Count = Field(ge=1, le=8192, description="workers, each holding size of memory")
+    size: str = Field(
+        pattern=MEMORY_SIZE_PATTERN,
+        description="memory each worker holds: a number with B, KB, KiB, MB, MiB, GB, GiB, or "
+                    "% (of the memory available), e.g. 256MB")
+
+
 class Stress(Model):
-    """CPU stress as Chaos Mesh's StressChaos ``stressors.cpu`` / stress-ng ``--cpu/--cpu-load``."""
+    """CPU stress as Chaos Mesh's StressChaos ``stressors.cpu`` / stress-ng ``--cpu/--cpu-load``,
+    and optionally memory stress (``stressors.memory`` / ``--vm``)."""
 
     workers: Count = Field(
-        ge=1, le=8192,
+        ge=0, le=8192,
         description="CPU-burning workers, run inside the service's CPU limit (locally: in its "
-                    "cgroup; on a cluster: in the tuned container of every candidate pod)")
+                    "cgroup; on a cluster: in the tuned container of every candidate pod); 0: "
+                    "none (then give memory)")
     load: Count = Field(default=100, ge=1, le=100,
                         description="percent of a CPU each worker tries to burn")
+    memory: MemoryStress | None = Field(
+        default=None, description="memory stress next to the CPU's: {workers, size}")
+
+    @model_validator(mode="after")
+    def _something(self) -> Stress:
+        if self.workers == 0 and self.memory is None:
+            raise ValueError("workers is 0 and there is no memory stress: nothing to inject "
+                             "(for a scenario without stress, leave out stress)")
+        return self
 
 
 class Burst(Model):
@@ -482,13 +512,92 @@ class Burst(Model):
                     "seconds), shorter than every")
 
 
-class Chaos(Model):
-    """The stress every trial is measured under (the same for every candidate)."""
+class BlockedP(Model):
+    """Goroutines of the service that hold their P without running Go code (the Go scheduler
+    design's "long blocking G": a system call the scheduler is not told about, so sysmon never
+    hands its P to another thread). Injected through the demo service's loopback endpoint
+    ``/debug/chaos/blocked-p`` (``autotune/workloads/cmd/demo``); a local target only."""
 
-    stress: Stress = Field(description="the CPU stress injected during the window")
+    goroutines: Count = Field(ge=1, le=64, description="goroutines that each hold a P")
+    hold: Duration = Field(description="how long each holds its P at a time, e.g. 50ms")
+    gap: Duration = Field(default=0.05,
+                          description="how long each lets go between two holds, e.g. 50ms")
+
+
+class Scenario(Model):
+    """One storm a candidate is measured under: its own window in every trial."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,30}$",
+                      description="the scenario's name: metrics under it are <metric>@<name>")
+    stress: Stress | None = Field(
+        default=None, description="the CPU (and memory) stress of the window; none: no stress")
     pattern: Literal["continuous"] | Burst = Field(
         default="continuous",
         description="continuous: stressed through the whole window; or bursts {every, burst}")
+    blocked_p: BlockedP | None = Field(
+        default=None, description="goroutines holding their Ps through the window (local "
+                                  "demo service only)")
+    weight: float = Field(
+        default=1.0, gt=0, le=1e6,
+        description="with combine: weighted, how often production sees this scenario "
+                    "(relative to the others')")
+
+    @property
+    def quiet(self) -> bool:
+        return self.stress is None and self.blocked_p is None
+
+
+SINGLE_SCENARIO = "stress"
+"""The name the one scenario of ``chaos.stress`` goes by in records."""
+
+
+class Chaos(Model):
+    """The stress every trial is measured under: one (``stress``), or several scenarios, each
+    measured in its own window of every trial and combined into the objective."""
+
+    stress: Stress | None = Field(
+        default=None,
+        description="the CPU stress injected during the window (one scenario; or give "
+                    "scenarios)")
+    pattern: Literal["continuous"] | Burst = Field(
+        default="continuous",
+        description="continuous: stressed through the whole window; or bursts {every, burst}")
+    scenarios: tuple[Scenario, ...] = Field(
+        default=(),
+        description="instead of stress: several named storms; every trial measures each in "
+                    "its own window, in an order that rotates from trial to trial")
+    combine: Literal["worst", "weighted"] = Field(
+        default="worst",
+        description="how scenarios make one value of a metric: worst (the objective's and the "
+                    "constraints' worst scenario; other metrics: the mean) or weighted (the "
+                    "scenarios' weighted mean); <metric>@<scenario> names one scenario's value")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Chaos:
+        if (self.stress is None) == (not self.scenarios):
+            raise ValueError("give exactly one of stress (one stress) and scenarios")
+        if self.scenarios and self.pattern != "continuous":
+            raise ValueError("pattern goes inside each scenario when scenarios are given")
+        names = [s.name for s in self.scenarios]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"scenario names must differ: {', '.join(twice)} twice")
+        return self
+
+    def runs(self) -> tuple[Scenario, ...]:
+        """Every scenario a trial measures; ``stress`` alone is one, named ``stress``."""
+        if self.scenarios:
+            return self.scenarios
+        return (Scenario(name=SINGLE_SCENARIO, stress=self.stress, pattern=self.pattern),)
+
+    @property
+    def several(self) -> bool:
+        return len(self.scenarios) > 1
+
+    @property
+    def stresses(self) -> tuple[Stress, ...]:
+        """The stress of every scenario that has one, in the file's order."""
+        return tuple(s.stress for s in self.runs() if s.stress is not None)
 
 
 PROMETHEUS_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+([/?#]\S*)?$"

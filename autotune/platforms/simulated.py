@@ -30,7 +30,14 @@ from typing import Any
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError, TargetError
-from autotune.experiment.models import Experiment, Parameter, Scalar, SimulatedTarget, Stress
+from autotune.experiment.models import (
+    BlockedP,
+    Experiment,
+    Parameter,
+    Scalar,
+    SimulatedTarget,
+    Stress,
+)
 from autotune.live import Live, Matcher, Window
 from autotune.metrics.base import Reading, Unavailable
 from autotune.runlock import RunLock
@@ -77,8 +84,11 @@ def _position(p: Parameter, value: Scalar) -> float:
     return (x - p.low) / (p.high - p.low)
 
 
-def surface(exp: Experiment, spec: SimulatedTarget, env: Env) -> float:
-    """The noiseless, unstressed value of the surface metric for these settings."""
+def surface(exp: Experiment, spec: SimulatedTarget, env: Env,
+            scenario: str | None = None) -> float:
+    """The noiseless, unstressed value of the surface metric for these settings (in the windows
+    of ``scenario``: around its optimum, ``target.simulated.scenarios``)."""
+    optimum = spec.scenarios.get(scenario, spec.optimum) if scenario else spec.optimum
     by_env = {p.env_var: p for p in exp.parameters}
     total = 0.0
     for var, text in env.items():
@@ -90,7 +100,7 @@ def surface(exp: Experiment, spec: SimulatedTarget, env: Env) -> float:
             value: Scalar = spec.unset[p.name]
         else:
             value = _parse(p, text)
-        total += (_position(p, value) - _position(p, spec.optimum[p.name])) ** 2
+        total += (_position(p, value) - _position(p, optimum[p.name])) ** 2
     return spec.floor * (1 + spec.sensitivity * total / max(1, len(env)))
 
 
@@ -219,6 +229,32 @@ class SimulatedInjector:
         return [f"simulated injection {i}" for i in removed]
 
 
+class SimulatedBlocker:
+    """Held Ps in the simulated world: an entry like a stress injection's (``held: true``)."""
+
+    def __init__(self, world: World, clock: Clock) -> None:
+        self.world, self.clock = world, clock
+
+    def block(self, live: Live, spec: BlockedP, duration: float,
+              labels: Mapping[str, str]) -> Injection:
+        state = self.world.load()
+        if state.get("applied") is None:
+            raise ChaosError("nothing is running whose Ps could be held")
+        inj_id = f"sim-held-{uuid.uuid4().hex[:8]}"
+        now = self.clock.now()
+        state["active"][inj_id] = {"id": inj_id, "held": True, "goroutines": spec.goroutines,
+                                   "start": now, "end": None, "expires": now + duration,
+                                   "labels": dict(labels)}
+        self.world.save(state)
+        return Injection(id=inj_id, started=now, details={"goroutines": spec.goroutines})
+
+    def release(self, injection: Injection) -> None:
+        SimulatedInjector(self.world, self.clock).recover(injection)
+
+    def cleanup(self) -> list[str]:
+        return []  # the injector's cleanup removes every active entry, held Ps too
+
+
 class SimulatedMetrics:
     """Answers the world's own two queries for the window:
 
@@ -244,9 +280,15 @@ class SimulatedMetrics:
         applied = state.get("applied")
         out: dict[str, Reading] = {}
         stressed = 0.0
+        under: dict[str, float] = {}  # seconds of the window per scenario (from the labels)
         for e in [*state["active"].values(), *state["history"]]:
             end = min(e["end"] or e["expires"], window.end)
-            stressed += max(0.0, end - max(e["start"], window.start))
+            overlap = max(0.0, end - max(e["start"], window.start))
+            stressed += overlap
+            name = (e.get("labels") or {}).get("autotune/scenario")
+            if name and overlap > 0:
+                under[name] = under.get(name, 0.0) + overlap
+        scenario = max(under, key=lambda n: under[n]) if under else None
         fraction = min(1.0, stressed / window.seconds) if window.seconds > 0 else 0.0
         for name, query in queries.items():
             query = query.strip()
@@ -260,7 +302,7 @@ class SimulatedMetrics:
             elif query == "stress":
                 out[name] = fraction
             else:
-                value = surface(self.exp, self.spec, applied["env"])
+                value = surface(self.exp, self.spec, applied["env"], scenario)
                 value *= 1 + (self.spec.stress_factor - 1) * fraction
                 out[name] = max(0.0, value * (1 + self.spec.noise * self.rng.gauss(0, 1)))
         return out

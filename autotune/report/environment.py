@@ -95,9 +95,32 @@ def _gomaxprocs_default(target: Mapping[str, Any], records: Sequence[Mapping[str
 
 
 def _stress(chaos: Mapping[str, Any]) -> str:
-    stress = chaos.get("stress") or {}
-    text = f"{stress.get('workers')} CPU worker(s) at {stress.get('load')}% load"
-    pattern = chaos.get("pattern", "continuous")
+    scenarios = chaos.get("scenarios") or []
+    if scenarios:
+        how = chaos.get("combine", "worst")
+        return f"{len(scenarios)} scenarios, combined by {how}: " + "; ".join(
+            f"{s.get('name')}: {_storm(s)}" for s in scenarios)
+    return _storm(chaos)
+
+
+def _storm(spec: Mapping[str, Any]) -> str:
+    """One scenario (or the one stress) in words."""
+    parts = []
+    stress = spec.get("stress")
+    if stress:
+        if stress.get("workers"):
+            parts.append(f"{stress.get('workers')} CPU worker(s) at {stress.get('load')}% load")
+        memory = stress.get("memory")
+        if memory:
+            parts.append(f"{memory.get('workers')} memory worker(s) of {memory.get('size')}")
+    held = spec.get("blocked_p")
+    if held:
+        parts.append(f"{held.get('goroutines')} goroutine(s) holding their P for "
+                     f"{held.get('hold'):g}s every {held.get('hold') + held.get('gap'):g}s")
+    if not parts:
+        return "no stress"
+    text = ", ".join(parts)
+    pattern = spec.get("pattern", "continuous")
     if isinstance(pattern, Mapping):
         burst = Burst.model_validate(pattern)
         return f"{text}, bursts of {burst.burst:g}s every {burst.every:g}s"

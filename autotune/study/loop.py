@@ -241,7 +241,7 @@ class StudyRunner:
         try:
             ctx = TrialContext(exp=self.exp, backends=self.backends, clock=self.clock,
                                labels=labels, measurement=record.measurement,
-                               on_phase=self.progress.phase)
+                               on_phase=self.progress.phase, number=trial.number)
             metrics = run_phases(ctx, env)
             self._check_load(record, metrics)
             scored = score(self.exp, metrics)
@@ -539,7 +539,9 @@ class StudyRunner:
         best = best_summary(self.exp, studies.search)
         best_env = (to_env(self.exp, best["settings"])
                     if best is not None and "settings" in best else None)
+        blocker = b.blocker
         for name, undo in (("stress", b.injector.cleanup),
+                           ("held Ps", blocker.cleanup if blocker is not None else list),
                            ("target", lambda: b.target.restore(best_env)),
                            ("metrics", b.source.close)):
             try:

@@ -60,12 +60,16 @@ def _stressed(exp: Experiment, injector: Injector, live: Live, service: fetch.Tr
               name: str, out_dir: Path, seconds: float) -> list[dict[str, Any]]:
     labels = {"app.kubernetes.io/managed-by": "autotune", "autotune/study": exp.name,
               "autotune/trial": f"capture-{name}"}
-    injection = injector.inject(live, exp.chaos.stress, seconds + DEAD_MAN_MARGIN, labels)
+    # Under the first scenario's stress (with several, the first that has one).
+    stresses = exp.chaos.stresses
+    injection = (injector.inject(live, stresses[0], seconds + DEAD_MAN_MARGIN, labels)
+                 if stresses else None)
     try:
         got = fetch.capture(service, list(exp.measure.capture), seconds, out_dir, name)
     finally:
-        with shielded():
-            injector.recover(injection)
+        if injection is not None:
+            with shielded():
+                injector.recover(injection)
     return [{"kind": c.kind, "path": str(c.path), "bytes": c.bytes, "open_with": c.open_with,
              "seconds": c.seconds} for c in got]
 

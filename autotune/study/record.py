@@ -75,6 +75,28 @@ class MeasuredWindow:
         return {"start": self.start, "end": self.end, "seconds": self.seconds}
 
 
+@dataclass
+class ScenarioWindow:
+    """One scenario's window of a trial that measures several (``chaos.scenarios``)."""
+
+    name: str
+    position: int
+    """Its place in this trial's order (0: first), which rotates from trial to trial."""
+    window: MeasuredWindow | None = None
+    metrics: dict[str, float] | None = None
+    unavailable: dict[str, str] | None = None
+    schedtrace: dict[str, Any] | None = None
+    insight: dict[str, Any] | None = None
+
+    def as_attrs(self) -> dict[str, Any]:
+        return _present({
+            "name": self.name, "position": self.position,
+            "window": None if self.window is None else self.window.as_attrs(),
+            "metrics": self.metrics, "unavailable": self.unavailable,
+            "schedtrace": self.schedtrace, "insight": self.insight,
+        })
+
+
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -100,6 +122,9 @@ class Measurement:
     insight: dict[str, Any] | None = None
     metrics: dict[str, float] | None = None
     unavailable: dict[str, str] | None = None
+    scenarios: list[ScenarioWindow] | None = None
+    """With several chaos scenarios: each one's window and readings, in the order measured
+    (``metrics`` then holds ``<metric>@<scenario>`` and the combination)."""
 
     def as_attrs(self) -> dict[str, Any]:
         """The measurement's part of the stored record."""
@@ -115,6 +140,8 @@ class Measurement:
             "window": None if self.window is None else self.window.as_attrs(),
             "schedtrace": self.schedtrace, "insight": self.insight,
             "metrics": self.metrics, "unavailable": self.unavailable,
+            "scenarios": (None if self.scenarios is None
+                          else [w.as_attrs() for w in self.scenarios]),
         })
 
 

@@ -1,5 +1,9 @@
 """One trial: apply -> warmup -> inject -> measure -> recover -> read. The undo steps always run.
 
+With several chaos scenarios (``chaos.scenarios``) the steps from inject to read run once per
+scenario, in the trial's order (``autotune.study.scenarios.order``), a warm-up between two: the
+service settles from one storm before the next window starts.
+
 Everything here talks to the backends only through their Protocols. The steps fill the trial's
 ``Measurement`` (part of its ``TrialRecord``, which the loop stores once the trial ended).
 """
@@ -12,16 +16,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.chaos.base import Injection, Injector
+from autotune.chaos.base import Blocker, Injection, Injector
 from autotune.clock import Clock
 from autotune.errors import AutotuneError, ChaosError, MetricsError, StressNotRecovered
-from autotune.experiment.models import Burst, Experiment
+from autotune.experiment.models import Burst, Experiment, Scenario
 from autotune.live import Live, Window
 from autotune.metrics import promql
 from autotune.metrics.base import MetricSource, RangeSource, Reading, Unavailable
-from autotune.study import diagnostics
+from autotune.study import diagnostics, scenarios
 from autotune.study.interrupts import shielded
-from autotune.study.record import Attempt, InjectionRecord, MeasuredWindow, Measurement
+from autotune.study.record import (
+    Attempt,
+    InjectionRecord,
+    MeasuredWindow,
+    Measurement,
+    ScenarioWindow,
+)
 from autotune.targets.base import Env, NoiseProbe, Target
 
 log = logging.getLogger(__name__)
@@ -35,6 +45,8 @@ class Backends:
     target: Target
     injector: Injector
     source: MetricSource
+    blocker: Blocker | None = None
+    """Holds the service's Ps for a ``blocked_p`` scenario (the local demo service only)."""
 
 
 class TrialFailed(AutotuneError):
@@ -64,6 +76,8 @@ class TrialContext:
     measurement: Measurement
     """Filled by the steps as they run."""
     on_phase: PhaseListener = _no_listener
+    number: int = 0
+    """The trial's number: it rotates the order of several scenarios."""
 
 
 class _Phases:
@@ -124,16 +138,53 @@ def run_phases(ctx: TrialContext, env: Env) -> dict[str, float]:
             ctx.backends.source.observe(live)
         with phases("warmup"):
             ctx.clock.sleep(ctx.exp.measure.warmup)
-        window = _measure_guarded(ctx, phases, live)
-        with phases("read"):
-            return _read(ctx, live, window)
+        if not ctx.exp.chaos.scenarios:
+            window = _measure_guarded(ctx, phases, live, ctx.exp.chaos.runs()[0])
+            with phases("read"):
+                return _read(ctx, live, window)
+        return _each_scenario(ctx, phases, live)
     except TrialFailed:
         raise
     except AutotuneError as e:
         raise TrialFailed(f"{phases.current}: {e}") from e
 
 
-def _measure_guarded(ctx: TrialContext, phases: _Phases, live: Live) -> Window:
+def _each_scenario(ctx: TrialContext, phases: _Phases, live: Live) -> dict[str, float]:
+    """Measure and read every scenario in this trial's order; combine their values."""
+    m = ctx.measurement
+    m.scenarios = []
+    per: dict[str, dict[str, float]] = {}
+    problems = []
+    for position, scenario in enumerate(scenarios.order(ctx.exp, ctx.number)):
+        if position:
+            with phases("warmup"):
+                ctx.clock.sleep(ctx.exp.measure.warmup)
+        record = ScenarioWindow(scenario.name, position)
+        m.scenarios.append(record)
+        window = _measure_guarded(ctx, phases, live, scenario)
+        with phases("read"):
+            try:
+                per[scenario.name] = _read(ctx, live, window)
+            except MetricsError as e:
+                problems.append(f"under {scenario.name}: {e}")
+            finally:
+                record.window, record.metrics = m.window, m.metrics
+                record.unavailable = m.unavailable
+                record.schedtrace, record.insight = m.schedtrace, m.insight
+                m.schedtrace = m.insight = None
+    first, last = m.scenarios[0].window, m.scenarios[-1].window
+    if first is not None and last is not None:
+        m.window = MeasuredWindow(first.start, last.end, round(last.end - first.start, 3))
+    m.metrics = scenarios.combine(ctx.exp, per)
+    m.unavailable = {scenarios.qualified(name, w.name): why for w in m.scenarios
+                     for name, why in (w.unavailable or {}).items()} or None
+    if problems:
+        raise MetricsError("; ".join(problems))
+    return m.metrics
+
+
+def _measure_guarded(ctx: TrialContext, phases: _Phases, live: Live,
+                     scenario: Scenario) -> Window:
     """Measure under stress, re-measuring while other processes on the host were too busy."""
     exp, b, clock, m = ctx.exp, ctx.backends, ctx.clock, ctx.measurement
     guard = exp.measure.noise_guard
@@ -143,7 +194,7 @@ def _measure_guarded(ctx: TrialContext, phases: _Phases, live: Live) -> Window:
     attempts = m.attempts
     tries = 1 + (guard.retries if probe is not None else 0)
     for attempt in range(tries):
-        window, foreign = _stressed_window(ctx, phases, live, probe)
+        window, foreign = _stressed_window(ctx, phases, live, probe, scenario)
         changes = b.target.check(live)
         if changes:
             m.changes.append(dict(changes))
@@ -164,19 +215,27 @@ def _measure_guarded(ctx: TrialContext, phases: _Phases, live: Live) -> Window:
 
 
 def _stressed_window(
-    ctx: TrialContext, phases: _Phases, live: Live, probe: NoiseProbe | None
+    ctx: TrialContext, phases: _Phases, live: Live, probe: NoiseProbe | None,
+    scenario: Scenario,
 ) -> tuple[Window, float | None]:
     """Stress and measure one window. The noise probe covers exactly the window (it ends before
-    the stress is removed, so the stress's own CPU is still accounted as ours)."""
+    the stress is removed, so the stress's own CPU is still accounted as ours). A scenario's
+    held Ps (``blocked_p``) last the whole window, under any pattern."""
     exp, b, clock = ctx.exp, ctx.backends, ctx.clock
-    pattern, stress, length = exp.chaos.pattern, exp.chaos.stress, exp.measure.window
+    pattern, stress, length = scenario.pattern, scenario.stress, exp.measure.window
+    labels = dict(ctx.labels)
+    named = scenario.name if exp.chaos.scenarios else None
+    if named is not None:
+        labels["autotune/scenario"] = named
     if ctx.measurement.injections is None:
         ctx.measurement.injections = []
     injections = ctx.measurement.injections
 
-    def inject(duration: float) -> Injection:
+    def inject(duration: float) -> Injection | None:
+        if stress is None:
+            return None
         try:
-            inj = b.injector.inject(live, stress, duration + DEAD_MAN_MARGIN, ctx.labels)
+            inj = b.injector.inject(live, stress, duration + DEAD_MAN_MARGIN, labels)
         except StressNotRecovered:
             raise
         except ChaosError:
@@ -184,14 +243,53 @@ def _stressed_window(
             # cause of a stress that found no pod: say that instead, when it is so.
             b.target.check(live)
             raise
-        injections.append(InjectionRecord(inj.id, inj.started, dict(inj.details)))
+        injections.append(_injected(inj, named))
         return inj
 
-    def recover(inj: Injection) -> None:
+    def recover(inj: Injection | None) -> None:
+        if inj is None:
+            return
         with shielded(), phases("recover"):
             b.injector.recover(inj)
-        injections[-1].recovered = clock.now()
+        _recovered(injections, inj.id, clock.now())
 
+    held = None
+    if scenario.blocked_p is not None:
+        if b.blocker is None:
+            raise ChaosError(f"scenario {scenario.name}: blocked_p needs the local demo "
+                             "service (nothing here can hold its Ps)")
+        with phases("inject"):
+            held = b.blocker.block(live, scenario.blocked_p, length + DEAD_MAN_MARGIN, labels)
+        injections.append(_injected(held, named))
+    try:
+        return _window(ctx, phases, probe, pattern, length, inject, recover)
+    finally:
+        if held is not None:
+            with shielded(), phases("recover"):
+                b.blocker.release(held)  # type: ignore[union-attr]  # set with held
+            _recovered(injections, held.id, clock.now())
+
+
+def _injected(inj: Injection, scenario: str | None) -> InjectionRecord:
+    details = dict(inj.details)
+    if scenario is not None:
+        details.setdefault("scenario", scenario)
+    return InjectionRecord(inj.id, inj.started, details)
+
+
+def _recovered(injections: list[InjectionRecord], inj_id: str, when: float) -> None:
+    for record in reversed(injections):
+        if record.id == inj_id:
+            record.recovered = when
+            return
+
+
+def _window(
+    ctx: TrialContext, phases: _Phases, probe: NoiseProbe | None,
+    pattern: Burst | str, length: float,
+    inject: Callable[[float], Injection | None], recover: Callable[[Injection | None], None],
+) -> tuple[Window, float | None]:
+    clock = ctx.clock
     if not isinstance(pattern, Burst):
         with phases("inject"):
             inj = inject(length)
@@ -254,7 +352,8 @@ def _read(ctx: TrialContext, live: Live, window: Window) -> dict[str, float]:
             metrics[name] = reading
     m.metrics = metrics
     m.unavailable = unavailable
-    missing = sorted(exp.required_metrics & unavailable.keys())
+    required = {scenarios.split(name)[0] for name in exp.required_metrics}
+    missing = sorted(required & unavailable.keys())
     if missing:
         raise MetricsError("; ".join(f"{m} unavailable: {unavailable[m]}" for m in missing))
     return metrics

@@ -223,7 +223,8 @@ def _dry_runs(exp: Experiment, target: DeploymentTarget, injector: ChaosMeshInje
         duration = exp.measure.window + DEAD_MAN_MARGIN
         if not isinstance(live.placement, PodPlacement):
             raise AutotuneError("the target did not report where its pods run")
-        injector.dry_run(live.placement, exp.chaos.stress, duration)
+        for stress in exp.chaos.stresses:  # one StressChaos per scenario that has a stress
+            injector.dry_run(live.placement, stress, duration)
     except AutotuneError as e:
         problems.append(f"creating the StressChaos would fail: {e}")
     return problems

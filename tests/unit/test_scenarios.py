@@ -1,0 +1,179 @@
+"""Several chaos scenarios (``chaos.scenarios``): every trial measures each in its own window,
+in an order that rotates, records each scenario's values and combines them; a candidate that
+wins one storm can lose the study (autotune.study.scenarios)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autotune.clock import FakeClock
+from autotune.errors import ExperimentError
+from autotune.experiment import Experiment, parse_experiment
+from autotune.platforms import simulated
+from autotune.study import scenarios
+from autotune.study.journal import Journal
+from autotune.study.loop import StudyRunner
+from autotune.study.storage import open_for_run
+from autotune.study.trial import Backends
+
+DOC: dict[str, Any] = {
+    "name": "storms",
+    # Quiet, the surface is lowest at GOMAXPROCS 12; under stress at 2; with held Ps at 6.
+    "target": {"simulated": {"optimum": {"GOMAXPROCS": 12}, "unset": {"GOMAXPROCS": 8},
+                             "noise": 0.0, "stress_factor": 1.5,
+                             "scenarios": {"noisy": {"GOMAXPROCS": 2},
+                                           "held": {"GOMAXPROCS": 6}}}},
+    "parameters": [{"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 16}],
+    "baseline": {"repeats": 1},
+    "chaos": {"scenarios": [
+        {"name": "quiet"},
+        {"name": "noisy", "stress": {"workers": 2, "load": 80}},
+        {"name": "held", "blocked_p": {"goroutines": 1, "hold": "50ms", "gap": "50ms"}},
+    ]},
+    "measure": {"warmup": "1s", "window": "5s"},
+    "metrics": {"p99": "surface"},
+    "objective": {"minimize": "p99"},
+    # every value measured once: the winners under each storm are known exactly
+    "study": {"trials": 7, "sampler": "random", "seed": 1, "early_stop": None,
+              "design": {"prior": False, "points": 1},
+              "enqueue": [{"GOMAXPROCS": g} for g in (1, 2, 4, 6, 8, 12, 16)]},
+}
+
+
+def exp_of(**chaos: Any) -> Experiment:
+    doc = {**DOC, "chaos": {**DOC["chaos"], **chaos}}
+    return parse_experiment(yaml.safe_dump(doc))
+
+
+class Silent:
+    def study_started(self, info: dict[str, Any]) -> None: ...
+
+    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
+
+    def phase(self, name: str) -> None: ...
+
+    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
+
+
+def run_study(tmp: Path, exp: Experiment) -> tuple[list[dict[str, Any]], simulated.World]:
+    clock = FakeClock()
+    world = simulated.World(tmp / "world.json")
+    backends = Backends(target=simulated.SimulatedService(exp, world, clock),
+                        injector=simulated.SimulatedInjector(world, clock),
+                        source=simulated.SimulatedMetrics(exp, world, seed=1),
+                        blocker=simulated.SimulatedBlocker(world, clock))
+    journal = Journal(tmp / "trials.jsonl")
+    runner = StudyRunner(exp, backends, clock=clock, progress=Silent(), journal=journal,
+                         experiment_hash="t")
+    runner.run(open_for_run(exp, f"sqlite:///{tmp}/study.db"), exp.study.trials)
+    return list(journal.entries()), world
+
+
+def test_every_trial_measures_each_scenario_in_a_rotating_order(tmp_path: Path) -> None:
+    records, world = run_study(tmp_path, exp_of())
+    search = [r for r in records if r["kind"] == "search"]
+    assert len(search) == 7 and all(r["state"] == "COMPLETE" for r in search)
+    firsts = set()
+    for r in search:
+        windows = r["scenarios"]
+        assert sorted(w["name"] for w in windows) == ["held", "noisy", "quiet"]
+        assert [w["position"] for w in windows] == [0, 1, 2]
+        firsts.add(windows[0]["name"])
+        # one window each, one after the other, none overlapping
+        spans = [(w["window"]["start"], w["window"]["end"]) for w in windows]
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+        # the stress and the held Ps lie inside their own scenario's window only
+        by_name = {w["name"]: w["window"] for w in windows}
+        for inj in r["injections"]:
+            w = by_name[inj["scenario"]]
+            assert w["start"] - 1 <= inj["started"] and inj["recovered"] <= w["end"] + 1
+        assert {i["scenario"] for i in r["injections"]} == {"noisy", "held"}
+        assert {"p99@quiet", "p99@noisy", "p99@held", "p99"} <= r["metrics"].keys()
+        assert r["metrics"]["p99"] == max(r["metrics"][f"p99@{s}"]
+                                          for s in ("quiet", "noisy", "held"))
+    assert firsts == {"quiet", "noisy", "held"}  # the order rotates
+    state = world.load()
+    assert state["active"] == {} and state["applied"] is None  # nothing left behind
+
+
+def test_the_robust_winner_differs_from_each_storms_own(tmp_path: Path) -> None:
+    records, _ = run_study(tmp_path, exp_of())
+    search = {r["settings"]["GOMAXPROCS"]: r["metrics"] for r in records
+              if r["kind"] == "search"}
+    best = {key: min(search, key=lambda g: search[g][key])
+            for key in ("p99", "p99@quiet", "p99@noisy", "p99@held")}
+    assert (best["p99@quiet"], best["p99@noisy"], best["p99@held"]) == (12, 2, 6)
+    robust = best["p99"]
+    assert robust not in (2, 12)  # neither storm's own winner survives the others
+    # and the winner of one storm is measurably worse under another
+    assert search[2]["p99@quiet"] > 1.2 * search[robust]["p99@quiet"]
+
+
+def test_weighted_combines_by_how_often_production_sees_each() -> None:
+    exp = exp_of(combine="weighted", scenarios=[
+        {"name": "quiet", "weight": 3}, {"name": "noisy", "stress": {"workers": 1}},
+        {"name": "held", "weight": 0.000001, "blocked_p": {"goroutines": 1, "hold": "1s"}}])
+    combined = scenarios.combine(exp, {"quiet": {"p99": 1.0}, "noisy": {"p99": 5.0},
+                                       "held": {"p99": 2.0}})
+    assert combined["p99@noisy"] == 5.0 and combined["p99"] == pytest.approx(2.0)
+
+
+def test_worst_follows_each_metrics_direction_and_a_missing_one_is_left_out() -> None:
+    doc = {**DOC, "metrics": {"p99": "surface", "rps": "stress", "gc": "stress"},
+           "objective": {"minimize": "p99"}, "constraints": ["rps >= 10"]}
+    exp = parse_experiment(yaml.safe_dump(doc))
+    per = {"quiet": {"p99": 1.0, "rps": 50.0, "gc": 1.0},
+           "noisy": {"p99": 4.0, "rps": 30.0, "gc": 3.0},
+           "held": {"p99": 2.0, "rps": 40.0}}
+    combined = scenarios.combine(exp, per)
+    assert combined["p99"] == 4.0 and combined["rps"] == 30.0  # the worse of each direction
+    assert "gc" not in combined and combined["gc@noisy"] == 3.0
+
+
+def test_the_order_puts_each_scenario_in_each_place_once_every_k_trials() -> None:
+    exp = exp_of()
+    orders = [[s.name for s in scenarios.order(exp, n)] for n in range(3, 6)]
+    for position in range(3):
+        assert sorted(o[position] for o in orders) == ["held", "noisy", "quiet"]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"stress": {"workers": 1}}, "chaos: give exactly one of stress"),
+    ({"scenarios": [{"name": "a"}, {"name": "a"}]}, "scenario names must differ: a twice"),
+    ({"scenarios": [{"name": "A b"}]}, "chaos.scenarios[0].name"),
+    ({"scenarios": [{"name": "a", "pattern": {"every": "10s", "burst": "2s"}}]},
+     "chaos.scenarios[0].pattern: bursts of what?"),
+    ({"scenarios": [{"name": "a", "stress": {"workers": 0,
+                                              "memory": {"workers": 1, "size": "lots"}}}]},
+     "chaos.scenarios[0].stress.memory.size"),
+])
+def test_invalid_scenarios_name_the_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(ExperimentError) as e:
+        doc = {**DOC, "chaos": {**DOC["chaos"], **change}}
+        doc["target"] = {"simulated": {"optimum": {"GOMAXPROCS": 2}}}
+        parse_experiment(yaml.safe_dump(doc))
+    assert field in str(e.value)
+
+
+def test_a_constraint_names_a_scenario_that_exists() -> None:
+    exp = parse_experiment(yaml.safe_dump({**DOC, "constraints": ["p99@quiet <= 0.01"]}))
+    assert exp.required_metrics == {"p99", "p99@quiet"}
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump({**DOC, "constraints": ["p99@stormy <= 0.01"]}))
+    assert "constraints[0]: unknown scenario 'stormy' in 'p99@stormy'" in str(e.value)
+
+
+def test_held_ps_need_a_local_target() -> None:
+    doc = {**DOC, "target": {"kubernetes": {"namespace": "a", "deployment": "api",
+                                            "container": "api"}},
+           "prometheus": {"url": "http://127.0.0.1:9090"},
+           "metrics": {"p99": "histogram_quantile(0.99, rate(x_bucket{ {{selector}} }[1m]))"},
+           "measure": {"warmup": "1s", "window": "2m"}}
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    assert "chaos.scenarios[2].blocked_p: needs a local target" in str(e.value)
