@@ -373,7 +373,11 @@ def _check_chaos(exp: Experiment) -> list[str]:
                     f"{at}.blocked_p: needs a local target (it is injected through the demo "
                     "service's loopback endpoint; Chaos Mesh has no stressor that holds a Go "
                     f"P), not {exp.target.kind}")
-            elif scenario.blocked_p.hold <= 0:
+            elif exp.target.local is not None and exp.target.local.command is not None:
+                problems.append(f"{at}.blocked_p: needs the demo service (target.local without "
+                                "command): it is injected through the demo's endpoint "
+                                "/debug/chaos/blocked-p")
+            if scenario.blocked_p.hold <= 0:
                 problems.append(f"{at}.blocked_p.hold: must be > 0")
     if exp.chaos.scenarios and exp.target.kind == "replay":
         problems.append("chaos.scenarios: a replay target plays one recorded grid, measured "

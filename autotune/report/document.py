@@ -84,6 +84,7 @@ def build(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
         f"Study {report.study}, report generated {report.environment.generated}. Objective: "
         f"{goal}. Constraints: {', '.join(report.constraints) or 'none'}."))
     blocks += _verdict(report)
+    blocks += _robustness(report, figures)
     blocks += _candidates(report, figures)
     blocks += _configurations(report, figures)
     blocks += _scheduler(report, figures)
@@ -120,6 +121,43 @@ def _pool(report: Report, metric: str) -> list[Block]:
                    "baseline"), tuple(rows))]
 
 
+def _robustness(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
+    """Several chaos scenarios: each top configuration under each storm."""
+    robust = report.robustness
+    if robust is None:
+        return []
+    how = ("the worst scenario's value" if robust.combine == "worst"
+           else "the scenarios' weighted mean")
+    rows = []
+    for r in robust.rows:
+        cells = []
+        for c in r.cells:
+            text = value(c.median)
+            if c.comparison is not None and c.comparison.improvement is not None:
+                text += f" ({percent(c.comparison.improvement)}"
+                if c.comparison.low is not None and c.comparison.high is not None:
+                    text += f", {percent(c.comparison.low)} .. {percent(c.comparison.high)}"
+                text += ")"
+            cells.append(f"{text}, n={len(c.values)}")
+        rows.append((r.config, settings(r.settings), *cells))
+    out: list[Block] = [
+        Heading(2, "Robustness: each storm"),
+        Paragraph(f"Every trial measured {robust.metric} under each scenario in its own window "
+                  f"(the order rotating from trial to trial); the objective is {how}. Each "
+                  "cell: the median of the configuration's runs under that scenario, and in "
+                  "brackets its improvement on the baseline under the same scenario with the "
+                  "verdict's interval."),
+        Table(("configuration", "settings", *robust.scenarios), tuple(rows)),
+        Paragraph("Best under each: " + "; ".join(
+            f"{s}: {w}" for s, w in robust.winners.items()) + "."),
+    ]
+    if robust.fragile:
+        out.append(Bullets(robust.fragile))
+    if "scenarios" in figures:
+        out.append(figures["scenarios"])
+    return out
+
+
 def _verdict(report: Report) -> list[Block]:
     chosen = report.configuration(report.best_candidate)
     title = VERDICT_TITLE[report.verdict]
@@ -133,6 +171,9 @@ def _verdict(report: Report) -> list[Block]:
             tuple((p.name, p.env, setting(report.baseline.settings.get(p.name)),
                    setting(chosen.settings.get(p.name))) for p in report.parameters),
         ))
+    robust = report.robustness
+    if robust is not None and robust.weakest:
+        out.append(Paragraph(f"Under each storm: {robust.weakest}.", strong=True))
     out.append(Paragraph(f"Evidence: {report.evidence_note}."))
     if report.separation:
         out.append(Paragraph(f"Runner-up: {report.separation}."))

@@ -124,6 +124,43 @@ class Configuration:
 
 
 @dataclass(frozen=True)
+class ScenarioCell:
+    """One configuration under one chaos scenario: its runs' values of the metric there."""
+
+    scenario: str
+    values: tuple[float, ...]
+    median: float | None
+    comparison: Comparison | None
+    """Against the baseline under the same scenario (None for the baseline itself)."""
+
+
+@dataclass(frozen=True)
+class ScenarioRow:
+    config: str
+    settings: dict[str, Setting]
+    cells: tuple[ScenarioCell, ...]
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """Several chaos scenarios (``chaos.scenarios``): the top configurations under each."""
+
+    metric: str
+    """The primary objective's metric, read per scenario as ``<metric>@<scenario>``."""
+    combine: str
+    scenarios: tuple[str, ...]
+    rows: tuple[ScenarioRow, ...]
+    """The baseline, the chosen configuration, then the next candidates (at most 3 besides
+    the baseline)."""
+    winners: dict[str, str]
+    """By scenario: the measured configuration with the best median there."""
+    weakest: str | None
+    """Where the chosen configuration gains least on the baseline, in words."""
+    fragile: tuple[str, ...]
+    """A scenario's own winner that loses clearly under another, in words."""
+
+
+@dataclass(frozen=True)
 class TrialRow:
     study: Literal["search", "reference"]
     number: int
@@ -258,6 +295,8 @@ class Report:
     captures: tuple[dict[str, Any], ...] = ()
     """``measure.capture``: per configuration, the trace/profile files and how to open them, or
     why the capture failed (autotune/study/profiles.py)."""
+    robustness: Robustness | None = None
+    """With several chaos scenarios: the top configurations under each (None: one stress)."""
     schema: int = SCHEMA_VERSION
 
     def configuration(self, config_id: str | None) -> Configuration | None:

@@ -109,3 +109,34 @@ def diagnostics(report: Report) -> Figure | None:
         axes[j // cols][j % cols].set_axis_off()
     fig.suptitle("Diagnostics of the compared configurations (bar = median)")
     return fig
+
+
+def scenarios(report: Report) -> Figure | None:
+    """Several chaos scenarios: the shown configurations under each, every run a dot."""
+    robust = report.robustness
+    if robust is None or not robust.rows:
+        return None
+    n = len(robust.rows)
+    fig = Figure(figsize=(max(6.0, 2.2 * len(robust.scenarios) + 2), 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    colors = {"baseline": "tab:gray", report.recommendation: "tab:green",
+              report.best_candidate: "tab:orange"}
+    width = 0.8 / n
+    for i, row in enumerate(robust.rows):
+        color = colors.get(row.config, f"C{i + 2}")
+        for x, cell in enumerate(row.cells):
+            if not cell.values or cell.median is None:
+                continue
+            at = x - 0.4 + width * (i + 0.5)
+            ax.scatter([at] * len(cell.values), cell.values, color=color, s=22, zorder=3,
+                       label=row.config if x == 0 else None)
+            ax.hlines(cell.median, at - width * 0.4, at + width * 0.4, color=color, linewidth=2)
+    unit = next((o.unit for o in report.objectives if o.metric == robust.metric), "")
+    ax.set_xticks(range(len(robust.scenarios)),
+                  [f"{s}\nbest: {robust.winners.get(s, '-')}" for s in robust.scenarios],
+                  fontsize="small")
+    ax.set_ylabel(f"{robust.metric} ({unit})" if unit else robust.metric)
+    ax.legend(fontsize="small")
+    ax.set_title(f"{robust.metric} under each scenario (bar = median, dot = run)",
+                 fontsize="medium")
+    return fig

@@ -14,7 +14,7 @@ from autotune.report.document import Figure
 from autotune.report.model import Report
 
 PLOTS = ("history", "slice", "contour", "heatmap", "importance", "candidates", "diagnostics",
-         "sched_heat", "gc_heat", "cpu_breakdown")
+         "scenarios", "sched_heat", "gc_heat", "cpu_breakdown")
 """File stems (``<stem>.png``); a stale one from an earlier report is removed."""
 
 
@@ -46,6 +46,8 @@ def render(report: Report, out_dir: Path, search: optuna.Study | None = None) ->
          f"{primary} of the baseline and the candidates, every run shown")
     save("diagnostics", plot_configs.diagnostics,
          "Diagnostic metrics of the compared configurations")
+    save("scenarios", plot_configs.scenarios,
+         f"{primary} of the compared configurations under each chaos scenario")
     insight = report.insight
     if insight is not None:
         chosen = next((r for r in insight.rows if r.id == insight.chosen), None)

@@ -24,7 +24,7 @@ from typing import Any
 from autotune.evidence import significance as sig
 from autotune.evidence.members import differing
 from autotune.experiment.models import Experiment
-from autotune.report import scheduler
+from autotune.report import robustness, scheduler
 from autotune.report.environment import environment
 from autotune.report.model import (
     Configuration,
@@ -149,6 +149,9 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         insight=scheduler.build(exp, baseline, candidates, decision.chosen, everything,
                                 data.details, data.attrs.get("target") or {}),
         captures=tuple(dict(c) for c in data.attrs.get("captures") or ()),
+        robustness=robustness.build(exp, rows, objectives[0], baseline, candidates,
+                                    decision.chosen, everything, seed=seed,
+                                    confidence=confidence),
     )
 
 

@@ -15,10 +15,11 @@ from autotune.clock import FakeClock
 from autotune.errors import ExperimentError
 from autotune.experiment import Experiment, parse_experiment
 from autotune.platforms import simulated
+from autotune.report import build_report, document, markdown
 from autotune.study import scenarios
 from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner
-from autotune.study.storage import open_for_run
+from autotune.study.storage import open_existing, open_for_run
 from autotune.study.trial import Backends
 
 DOC: dict[str, Any] = {
@@ -177,3 +178,37 @@ def test_held_ps_need_a_local_target() -> None:
     with pytest.raises(ExperimentError) as e:
         parse_experiment(yaml.safe_dump(doc))
     assert "chaos.scenarios[2].blocked_p: needs a local target" in str(e.value)
+
+
+def test_the_report_shows_each_candidate_under_each_storm_and_names_the_fragile(
+        tmp_path: Path) -> None:
+    exp = exp_of()
+    exp = exp.model_copy(update={"baseline": exp.baseline.model_copy(update={"repeats": 2})})
+    run_study(tmp_path, exp)
+    report = build_report(exp, open_existing(exp, f"sqlite:///{tmp_path}/study.db"))
+    robust = report.robustness
+    assert robust is not None and robust.scenarios == ("quiet", "noisy", "held")
+    assert robust.rows[0].config == "baseline"
+    assert robust.winners["quiet"] != robust.winners["noisy"]  # each storm has its own winner
+    # GOMAXPROCS=12 wins the quiet node and is far worse than the robust choice under stress
+    quiet_winner = robust.winners["quiet"]
+    assert any(f.startswith(f"{quiet_winner} (GOMAXPROCS=12) is best under quiet but fragile "
+                            "under noisy") for f in robust.fragile), robust.fragile
+    chosen = next(r for r in robust.rows if r.config == report.best_candidate)
+    assert all(c.comparison is not None for c in chosen.cells)
+    assert robust.weakest is not None and robust.weakest.startswith(report.best_candidate or "")
+    text = markdown.render(document.build(report, {}))
+    assert "## Robustness: each storm" in text and "| configuration | settings | quiet |" in text
+    assert "Under each storm: " in text
+
+
+def test_one_stress_has_no_robustness_section(tmp_path: Path) -> None:
+    doc = {**DOC, "chaos": {"stress": {"workers": 1}},
+           "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}, "unset": {"GOMAXPROCS": 8}}}}
+    exp = parse_experiment(yaml.safe_dump(doc))
+    records, _ = run_study(tmp_path, exp)
+    assert all("scenarios" not in r and not any("@" in k for k in r.get("metrics", {}))
+               for r in records)  # records exactly as before scenarios existed
+    report = build_report(exp, open_existing(exp, f"sqlite:///{tmp_path}/study.db"))
+    assert report.robustness is None
+    assert "Robustness" not in markdown.render(document.build(report, {}))

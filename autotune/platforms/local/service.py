@@ -229,6 +229,8 @@ class LocalService:
         full.update({k: v for k, v in env.items() if v is not None})
         if self.exp.measure.capture:
             full["DEBUG_PPROF"] = "1"  # the demo mounts net/http/pprof for the captures
+        if any(s.blocked_p is not None for s in self.exp.chaos.runs()):
+            full["DEMO_CHAOS"] = "1"  # the demo's endpoint for held Ps (a scenario injects them)
         period_ms = self.exp.measure.schedtrace_ms
         if period_ms is not None:
             full["GODEBUG"] = schedtrace.merge_godebug(full.get("GODEBUG"), period_ms)
@@ -273,7 +275,8 @@ class LocalService:
             env=dict(env), since=since,
             scope=(Matcher(GENERATION_LABEL, str(self.generation)),),
             placement={"cgroup_procs": self.limit.procs_files("service"),
-                       "cpus": sorted(self.limit.cpu_set), "service_pid": self.service.pid},
+                       "cpus": sorted(self.limit.cpu_set), "service_pid": self.service.pid,
+                       "service_url": f"http://127.0.0.1:{self.port}"},
             details=details,
             endpoints=self._endpoints_for(self.port, self.load_port),
         )

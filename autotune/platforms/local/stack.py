@@ -26,6 +26,7 @@ from autotune.metrics.prometheus import (
     configured_interval,
 )
 from autotune.platforms.local import cgroups, gobuild, proc
+from autotune.platforms.local.blocked_p import DemoBlocker
 from autotune.platforms.local.prometheus import EmbeddedPrometheus
 from autotune.platforms.local.service import LocalService
 from autotune.platforms.local.stress_ng import StressNgInjector
@@ -97,5 +98,7 @@ def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
             source.learn_interval()
         except PrometheusUnreachable as e:
             log.warning("%s; asking again at the first trial", e)
+    held = any(s.blocked_p is not None for s in exp.chaos.runs())
     return Backends(target=target,
-                    injector=StressNgInjector(registry, clock), source=source)
+                    injector=StressNgInjector(registry, clock), source=source,
+                    blocker=DemoBlocker(clock) if held else None)

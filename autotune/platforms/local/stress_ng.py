@@ -1,5 +1,9 @@
 """Local CPU stress exactly as Chaos Mesh's chaos-daemon runs it, inside the service's cgroup.
 
+Memory stress (``stress.memory``): Chaos Mesh's memory stressor keeps ``size`` allocated and
+written per worker; stress-ng's ``--vm W --vm-bytes N --vm-keep`` does the same here (its size
+in bytes: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024, as Chaos Mesh reads them).
+
 chaos-daemon runs ``stress-ng --cpu-load-slice 10 --cpu-method sqrt --cpu W --cpu-load L`` in the
 target container's cgroup, so the stress eats the container's own CPU limit; we do the same in
 the service's cgroup, plus ``--timeout`` as a dead-man switch. Injection is verified by finding
@@ -33,10 +37,30 @@ def stress_ng_binary() -> str:
     return proc.find_binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng")
 
 
+_UNITS = {"B": 1, "KB": 10**3, "KiB": 2**10, "MB": 10**6, "MiB": 2**20, "GB": 10**9,
+          "GiB": 2**30}
+
+
+def vm_bytes(size: str) -> str:
+    """``256MB`` -> ``256000000`` (stress-ng reads a bare number as bytes); ``50%`` as is."""
+    if size.endswith("%"):
+        return size
+    number = size.rstrip("BKMGi")
+    return str(int(number) * _UNITS[size[len(number):]])
+
+
+def workers(stress: Stress) -> int:
+    """The worker processes stress-ng starts for this stress."""
+    return stress.workers + (stress.memory.workers if stress.memory is not None else 0)
+
+
 def argv(binary: str, stress: Stress, duration: float) -> list[str]:
-    return [binary, "--cpu-load-slice", "10", "--cpu-method", "sqrt",
-            "--cpu", str(stress.workers), "--cpu-load", str(stress.load),
-            "--timeout", f"{max(1, math.ceil(duration))}s"]
+    # --cpu 0 would mean one worker per CPU: a memory-only stress leaves --cpu out.
+    cpu = (["--cpu-load-slice", "10", "--cpu-method", "sqrt", "--cpu", str(stress.workers),
+            "--cpu-load", str(stress.load)] if stress.workers else [])
+    memory = (["--vm", str(stress.memory.workers), "--vm-bytes", vm_bytes(stress.memory.size),
+               "--vm-keep"] if stress.memory is not None else [])
+    return [binary, *cpu, *memory, "--timeout", f"{max(1, math.ceil(duration))}s"]
 
 
 def _cgroup_pids(procs_file: str) -> set[int]:
@@ -77,17 +101,17 @@ class StressNgInjector:
             if not p.running():
                 raise ChaosError(f"stress-ng exited with code {p.returncode} right after start")
             members = set(proc.group_members(p.pid))
-            workers = members - {p.pid}
-            if len(workers) < stress.workers:
+            running = members - {p.pid}
+            if len(running) < workers(stress):
                 return None
             for path in procs_files:
                 if not members <= _cgroup_pids(path):
                     raise ChaosError(f"stress-ng workers are not inside the service's cgroup "
                                      f"({Path(path).parent})")
-            burned = sum(pids.cpu_seconds(w) for w in workers)
+            burned = sum(pids.cpu_seconds(w) for w in running)
             if burned <= 0:
                 return None
-            return {"pid": p.pid, "workers": sorted(workers), "cpu_in_check": burned,
+            return {"pid": p.pid, "workers": sorted(running), "cpu_in_check": burned,
                     "in_cgroup": bool(procs_files)}
 
         return wait_until(self.clock, verified, VERIFY_TIMEOUT, POLL, error=lambda _: ChaosError(

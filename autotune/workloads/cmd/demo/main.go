@@ -15,6 +15,7 @@
 //	DEMO_ALLOC_KB       garbage allocated per request  (default 1024)
 //	FORCEGC_INTERVAL_MS runtime.GC() every N ms; 0/unset = off
 //	DEBUG_PPROF         1 = serve net/http/pprof under /debug/pprof/ (default off)
+//	DEMO_CHAOS          1 = serve /debug/chaos/blocked-p (held Ps, chaos.go; default off)
 //	GOMAXPROCS, GOGC, GOMEMLIMIT: honoured natively by the Go runtime.
 //
 // The defaults were chosen by measurement (see the workloads README): at
@@ -44,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"autotune/workloads/internal/blockedp"
 	"autotune/workloads/internal/forcegc"
 	"autotune/workloads/internal/loopback"
 	"autotune/workloads/internal/prom"
@@ -71,6 +73,7 @@ type config struct {
 	allocKB         int
 	forceGCInterval time.Duration
 	debugPprof      bool
+	chaos           bool
 }
 
 func envInt(name string, def int) (int, error) {
@@ -110,6 +113,9 @@ func loadConfig() (config, error) {
 	}
 	c.forceGCInterval = time.Duration(ms) * time.Millisecond
 	if c.debugPprof, err = envDebugPprof(); err != nil {
+		return c, err
+	}
+	if c.chaos, err = envChaos(); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -260,6 +266,7 @@ type server struct {
 	latency   *prom.Histogram
 	inFlight  atomic.Int64
 	runtime   *runtimeCollector
+	held      blockedp.Holder // DEMO_CHAOS: goroutines holding their Ps (chaos.go)
 }
 
 type workResponse struct {
@@ -364,6 +371,11 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	pw.Gauge("demo_work_ns_per_iteration", "Calibrated ns per sha256 iteration (min over trials).", s.nsPerIter)
 	pw.Gauge("demo_alloc_kb", "Configured DEMO_ALLOC_KB (garbage allocated per request).", float64(s.cfg.allocKB))
 	pw.Gauge("demo_requests_in_flight", "Work requests currently being served.", float64(s.inFlight.Load()))
+	if s.cfg.chaos {
+		held := s.held.Status()
+		pw.Counter("demo_blocked_p_held_seconds_total", "Seconds of P held by injected holders (DEMO_CHAOS).", held.HeldSeconds)
+		pw.Gauge("demo_blocked_p_goroutines", "Injected goroutines holding their Ps now (DEMO_CHAOS).", float64(held.Goroutines))
+	}
 	pw.Respond(w)
 }
 
@@ -375,6 +387,9 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	if s.cfg.debugPprof {
 		registerPprof(mux)
+	}
+	if s.cfg.chaos {
+		registerChaos(mux, &s.held)
 	}
 	return mux
 }

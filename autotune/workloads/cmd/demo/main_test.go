@@ -183,3 +183,52 @@ func TestPprofOnlyWhenEnabled(t *testing.T) {
 		t.Errorf("profile: %d %v, %q...", r.code, r.err, r.body[:min(len(r.body), 16)])
 	}
 }
+
+func TestChaosEndpointOnlyWhenEnabledAndItsLifecycle(t *testing.T) {
+	newServer := func(on bool) (*httptest.Server, *server) {
+		s := &server{cfg: config{chaos: on}, latency: prom.NewHistogram(prom.RenardBounds(-4, 1)),
+			runtime: newRuntimeCollector(), workIters: 10}
+		s.heap.Store(buildLiveHeap(1))
+		srv := httptest.NewServer(s.routes())
+		t.Cleanup(srv.Close)
+		t.Cleanup(s.held.Stop)
+		return srv, s
+	}
+	call := func(method, url string) (int, string) {
+		req, _ := http.NewRequest(method, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	off, _ := newServer(false)
+	if code, _ := call(http.MethodPost, off.URL+"/debug/chaos/blocked-p?goroutines=1&hold=1ms&gap=1ms&for=1s"); code == http.StatusOK {
+		t.Fatal("chaos off: the endpoint answered")
+	}
+	on, s := newServer(true)
+	url := on.URL + "/debug/chaos/blocked-p"
+	if code, _ := call(http.MethodPost, url+"?goroutines=0&hold=1ms&gap=1ms&for=1s"); code != http.StatusBadRequest {
+		t.Errorf("goroutines=0 answered %d, want 400", code)
+	}
+	if code, body := call(http.MethodPost, url+"?goroutines=2&hold=5ms&gap=5ms&for=30s"); code != http.StatusOK ||
+		!strings.Contains(body, `"goroutines":2`) {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	if code, _ := call(http.MethodPost, url+"?goroutines=1&hold=5ms&gap=5ms&for=30s"); code != http.StatusConflict {
+		t.Errorf("a second start answered %d, want 409", code)
+	}
+	for s.held.Status().HeldSeconds == 0 { // a hold completed: the Ps were held
+		time.Sleep(time.Millisecond)
+	}
+	rec := httptest.NewRecorder()
+	s.handleMetrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "demo_blocked_p_goroutines 2") {
+		t.Errorf("metrics do not show the holders:\n%s", rec.Body.String())
+	}
+	if code, body := call(http.MethodDelete, url); code != http.StatusOK || !strings.Contains(body, `"goroutines":0`) {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+}
