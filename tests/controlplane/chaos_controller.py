@@ -26,11 +26,12 @@ writes what v2.8.3 writes, in the order it writes it. Ported from chaos-mesh v2.
   "Failed to apply chaos: <err>" / "Failed to recover chaos: <err>" and requeues with backoff;
   a failed records write is "Failed to update records: <err>" and a requeue;
 - StressChaos itself (controllers/chaosimpl/stresschaos/impl.go, chaosimpl/utils/record.go):
-  ``status.instances[<record id>] = {uid: <stress-ng instance>, startTime}``; a pod or container
-  that is gone counts as recovered; a chaos-daemon that cannot be reached is a failed Recover
-  (record stays Injected, event, requeue); **a CancelStressors error returns (Injected, nil):
-  the record stays Injected with no event, no status write and no requeue**, so a deleted
-  object keeps its finalizer;
+  ``status.instances[<record id>] = {uid: <stress-ng instance>, startTime}`` for a CPU
+  stressor, ``{memoryUid: <memStress instance>, memoryStartTime}`` for a memory one (both for
+  both); a pod or container that is gone counts as recovered; a chaos-daemon that cannot be
+  reached is a failed Recover (record stays Injected, event, requeue); **a CancelStressors
+  error returns (Injected, nil): the record stays Injected with no event, no status write and
+  no requeue**, so a deleted object keeps its finalizer;
 - the pod selector for ``selector.pods`` (pkg/selector/pod/selector.go selectSpecifiedPods):
   the named pods as they are, whatever their phase, skipping missing ones and other namespaces;
   ``mode: all`` keeps all; the first container when ``containerNames`` is empty;
@@ -80,7 +81,8 @@ _instance_ids = itertools.count(20001)
 
 @dataclass
 class Injection:
-    """One stress-ng instance chaos-daemon would have started."""
+    """The processes chaos-daemon would have started for one record: stress-ng for the CPU
+    stressor, memStress for the memory one (pkg/chaosdaemon/stress_server_linux.go)."""
 
     name: str
     pod: str
@@ -88,6 +90,8 @@ class Injection:
     load: int | None
     start: float
     end: float | None = None
+    memory: dict[str, Any] | None = None
+    """The memory stressor's workers and size, when given."""
 
 
 class Requeue(Exception):
@@ -460,11 +464,20 @@ class ChaosMesh:
             return INJECTED, None  # "an stress-ng instance is running for this pod"
         if self.exec_fails is not None:
             return NOT_INJECTED, self.exec_fails
-        cpu = (obj["spec"].get("stressors") or {}).get("cpu") or {}
-        instances[record_id] = {"uid": str(next(_instance_ids)), "startTime": _now()}
+        stressors = obj["spec"].get("stressors") or {}
+        cpu, memory = stressors.get("cpu") or {}, stressors.get("memory") or {}
+        # chaosimpl/stresschaos/impl.go Apply: uid is stress-ng's PID (CPU stressor), memoryUid
+        # memStress's (memory stressor); a stressor that Normalize dropped has none.
+        instance: Obj = {}
+        if cpu.get("workers"):
+            instance.update(uid=str(next(_instance_ids)), startTime=_now())
+        if memory.get("workers"):
+            instance.update(memoryUid=str(next(_instance_ids)), memoryStartTime=_now())
+        instances[record_id] = instance
         self.injections.append(Injection(obj["metadata"]["name"], record_id.split("/")[1],
                                          int(cpu.get("workers", 0)), cpu.get("load"),
-                                         time.time()))
+                                         time.time(),
+                                         memory=dict(memory) if memory.get("workers") else None))
         return INJECTED, None
 
     def _recover(self, obj: Obj, record_id: str, instances: Obj) -> tuple[str, str | None]:

@@ -228,3 +228,18 @@ def test_cleanup_removes_only_this_studys_objects(world: World) -> None:
     assert world.chaos_left() == [theirs.id]
     assert ours.cleanup() == []
     assert other.active() == [theirs.id]
+
+
+def test_a_memory_stressor_is_injected_when_memstress_runs() -> None:
+    obj: dict[str, Any] = {"spec": {"stressors": {"memory": {"workers": 1, "size": "64MB"}}},
+                           "status": {"experiment": {"desiredPhase": "Run", "containerRecords": [
+                               {"id": "shop/api-1/api", "phase": "Injected"}]},
+                               "instances": {"shop/api-1/api": {"uid": "123"}}}}
+    assert "no memStress process" in (not_injected(obj) or "")
+    obj["status"]["instances"] = {"shop/api-1/api": {"memoryUid": "124"}}  # memory only: no uid
+    assert not_injected(obj) is None
+    manifest = render(name="x", placement=PLACEMENT, duration=20, labels=LABELS,
+                      stress=Stress.model_validate({"workers": 0, "memory": {
+                          "workers": 1, "size": "64MB"}}))
+    assert manifest["spec"]["stressors"] == {"memory": {"workers": 1, "size": "64MB"}}
+    assert_valid(manifest)

@@ -7,7 +7,9 @@ Facts this relies on (Chaos Mesh v2.8.3: controllers/common, controllers/chaosim
   CRD's schema tightened with ``additionalProperties: false`` and created with
   ``fieldValidation=Strict``; ``workers`` is checked to be 1..8192 (0 "injects" nothing);
 - *injected* means ``desiredPhase == Run``, container records present and all ``Injected``, and
-  a stress-ng PID in ``status.instances[<record id>].uid``; ``AllRecovered`` is not trusted;
+  a stress-ng PID in ``status.instances[<record id>].uid`` for a CPU stressor, a memStress PID in
+  ``.memoryUid`` for a memory stressor (chaos-daemon runs the two as separate processes and
+  reports each: pkg/chaosdaemon/stress_server_linux.go); ``AllRecovered`` is not trusted;
 - when no pod matched at creation Chaos Mesh never selects again: a Warning event ``Failed``
   whose message is the *selection*'s ("Failed to select targets: ...") with no records fails the
   injection at once. Chaos Mesh emits ``Failed`` for every failed activity (chaos-mesh
@@ -117,10 +119,19 @@ def manifest_problems(manifest: Obj) -> list[str]:
         where = ".".join(str(p) for p in error.path) or "(top level)"
         problems.append(f"{where}: {error.message}")
     spec = manifest.get("spec") or {}
-    workers = ((spec.get("stressors") or {}).get("cpu") or {}).get("workers")
-    if not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        problems.append(f"spec.stressors.cpu.workers: must be 1..{MAX_WORKERS} "
-                        f"(0 reports Injected while nothing runs), not {workers!r}")
+    stressors = spec.get("stressors") or {}
+    # Stressors.Normalize (api/v1alpha1/stresschaos_types.go) drops a stressor of 0 workers:
+    # Chaos Mesh then reports Injected while nothing runs.
+    for kind in ("cpu", "memory"):
+        if kind not in stressors:
+            continue
+        workers = (stressors.get(kind) or {}).get("workers")
+        if not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+            problems.append(f"spec.stressors.{kind}.workers: must be 1..{MAX_WORKERS} "
+                            f"(0 reports Injected while nothing runs), not {workers!r}")
+    if not stressors.get("cpu") and not stressors.get("memory"):
+        problems.append("spec.stressors: give cpu or memory (Chaos Mesh's webhook refuses an "
+                        "object with neither: missing stressors)")
     if "stressngStressors" in spec:
         problems.append("spec.stressngStressors: never used (ignored or crashes chaos-daemon)")
     return problems
@@ -161,10 +172,20 @@ def render(*, name: str, placement: PodPlacement, stress: Stress, duration: floa
             "mode": "all",
             "selector": selector,
             "containerNames": [placement.container],
-            "stressors": {"cpu": {"workers": stress.workers, "load": stress.load}},
+            "stressors": stressors(stress),
             "duration": go_duration(duration),
         },
     }
+
+
+def stressors(stress: Stress) -> Obj:
+    """``spec.stressors``: cpu (stress-ng in the container) and/or memory (memStress)."""
+    out: Obj = {}
+    if stress.workers or stress.memory is None:  # 0 workers alone: refused by manifest_problems
+        out["cpu"] = {"workers": stress.workers, "load": stress.load}
+    if stress.memory is not None:
+        out["memory"] = {"workers": stress.memory.workers, "size": stress.memory.size}
+    return out
 
 
 def _placement(live: Live) -> PodPlacement:
@@ -196,9 +217,19 @@ def not_injected(obj: Obj) -> str | None:
     if pending:
         return f"records not Injected ({'; '.join(pending)})"
     instances = status.get("instances") or {}
-    no_pid = [str(r.get("id")) for r in recs if not _pid(instances.get(r.get("id")))]
-    if no_pid:
-        return f"no stress-ng process reported (status.instances[].uid) for {', '.join(no_pid)}"
+    stressors = (obj.get("spec") or {}).get("stressors") or {}
+    memory = bool((stressors.get("memory") or {}).get("workers"))
+    if (stressors.get("cpu") or {}).get("workers") or not memory:
+        no_pid = [str(r.get("id")) for r in recs if not _pid(instances.get(r.get("id")))]
+        if no_pid:
+            return (f"no stress-ng process reported (status.instances[].uid) for "
+                    f"{', '.join(no_pid)}")
+    if memory:
+        no_pid = [str(r.get("id")) for r in recs
+                  if not (instances.get(r.get("id")) or {}).get("memoryUid")]
+        if no_pid:
+            return (f"no memStress process reported (status.instances[].memoryUid) for "
+                    f"{', '.join(no_pid)}")
     return None
 
 
@@ -280,6 +311,7 @@ class ChaosMeshInjector:
             "kind": "StressChaos", "name": name, "namespace": namespace,
             "pods": sorted(record_pods(obj)), "duration": manifest["spec"]["duration"],
             "workers": stress.workers, "load": stress.load,
+            **({"memory": stress.memory.model_dump()} if stress.memory is not None else {}),
             "stress_pids": {k: _pid(v) for k, v in sorted(instances.items())},
         })
 
