@@ -83,7 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("run", "run (or resume) the study of an experiment; a kubernetes target with "
                    "target.kubernetes.pool measures trials on every member side by side (one "
-                   "study, the baseline on each member, the confirmation on the target)")
+                   "study, the baseline on each member, the confirmation on the target); "
+                   "chaos.scenarios measures every candidate under several storms (quiet, CPU, "
+                   "memory, held Ps), each in its own window, and tunes for the worst or a "
+                   "weighted mix (docs/scenarios.md)")
     _run_options(p)
 
     p = add("nightly", "one night in one process (what the CronJob runs): `run`; only when it "

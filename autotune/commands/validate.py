@@ -17,8 +17,10 @@ def main(args: argparse.Namespace) -> int:
     note = session.check_promql(exp, args.file)  # an invalid query is an invalid experiment
     size = len(exp.pool_members())
     pool = f" in a pool of {size}" if size > 1 else ""
+    storms = (f", {len(exp.chaos.scenarios)} chaos scenarios combined by {exp.chaos.combine}"
+              if exp.chaos.scenarios else "")
     print(f"{args.file}: valid ({exp.target.kind} target{pool}, {len(exp.parameters)} "
-          f"parameters, {exp.study.trials} trials)")
+          f"parameters, {exp.study.trials} trials{storms})")
     for warning in advise(exp):
         print(f"  warning: {warning}", file=sys.stderr)
     if note:

@@ -984,6 +984,11 @@ class Experiment(Model):
         return None if spec is None else f"{spec.namespace}/{spec.deployment}"
 
     @property
+    def measured_seconds(self) -> float:
+        """The warm-ups and windows of one trial: one of each per chaos scenario."""
+        return len(self.chaos.runs()) * (self.measure.warmup + self.measure.window)
+
+    @property
     def max_trial_seconds(self) -> float:
         """A generous bound on one trial, used to fail trials left RUNNING by a dead process."""
         apply = 60.0
@@ -995,5 +1000,5 @@ class Experiment(Model):
             apply = self.target.simulated.apply_seconds
         elif self.target.replay is not None:
             apply = 0.0  # its recorded overhead runs on a simulated clock
-        one = apply + self.measure.warmup + self.measure.window + 120.0
+        one = apply + self.measured_seconds + 120.0
         return one * (1 + self.measure.noise_guard.retries)

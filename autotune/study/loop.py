@@ -315,8 +315,7 @@ class StudyRunner:
     def _estimate_trial_seconds(self) -> float:
         if self.trial_seconds:
             return max(self.trial_seconds)
-        m = self.exp.measure
-        return m.warmup + m.window + 10.0
+        return self.exp.measured_seconds + 10.0
 
     def _run_one(self, study: optuna.Study) -> FrozenTrial | None:
         """Run one trial (the oldest queued one, or a new sampler suggestion); return it."""

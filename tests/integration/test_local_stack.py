@@ -464,3 +464,38 @@ def test_the_build_is_identified_by_its_hash_and_go_version() -> None:
     assert facts["go_version"] == version
     assert gobuild.binary_facts(ROOT / "README.md") == {
         "binary_sha256": hashlib.sha256((ROOT / "README.md").read_bytes()).hexdigest()}
+
+
+def test_three_storms_each_in_its_own_window_and_nothing_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """chaos.scenarios on the real stack: a quiet window, one with CPU and memory stress
+    (stress-ng --cpu and --vm in the service's cgroup), one with a goroutine of the demo holding
+    its P (/debug/chaos/blocked-p); the demo's own counter of held seconds rises in the held
+    window only."""
+    exp = _local_experiment(tmp_path)
+    doc = yaml.safe_load(exp.read_text())
+    doc["study"]["trials"] = 1
+    doc["chaos"] = {"scenarios": [
+        {"name": "quiet"},
+        {"name": "hungry", "stress": {"workers": 1, "load": 25,
+                                      "memory": {"workers": 1, "size": "32MB"}}},
+        {"name": "held", "blocked_p": {"goroutines": 1, "hold": "20ms", "gap": "20ms"}}]}
+    doc["metrics"]["held_p"] = ("sum(increase(demo_blocked_p_held_seconds_total{ {{selector}} }"
+                                "[{{window}}]))")
+    exp.write_text(yaml.safe_dump(doc))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(exp), "--plain", "--no-confirm"]) == 0
+    records = [json.loads(x) for x in
+               (tmp_path / "results" / "it-local" / "trials.jsonl").read_text().splitlines()]
+    assert [r["state"] for r in records] == ["COMPLETE", "COMPLETE"], records[-1].get("failure")
+    for rec in records:
+        assert sorted(w["name"] for w in rec["scenarios"]) == ["held", "hungry", "quiet"]
+        m = rec["metrics"]
+        assert m["held_p@held"] > 0.5 and m["held_p@quiet"] == 0 and m["held_p@hungry"] == 0
+        assert m["p99_latency"] == max(m[f"p99_latency@{s}"] for s in ("quiet", "hungry", "held"))
+        hungry = next(i for i in rec["injections"] if i["scenario"] == "hungry")
+        assert hungry["in_cgroup"] is True and len(hungry["workers"]) >= 2  # --cpu and --vm
+        held = next(i for i in rec["injections"] if i["scenario"] == "held")
+        assert held["kind"] == "held Ps" and "recovered" in held
+    assert records[0]["scenarios"][0]["name"] != records[1]["scenarios"][0]["name"]  # rotates
+    assert _ours_alive(tmp_path) == []

@@ -212,3 +212,14 @@ def test_one_stress_has_no_robustness_section(tmp_path: Path) -> None:
     report = build_report(exp, open_existing(exp, f"sqlite:///{tmp_path}/study.db"))
     assert report.robustness is None
     assert "Robustness" not in markdown.render(document.build(report, {}))
+
+
+def test_a_trial_of_k_scenarios_is_planned_as_k_windows() -> None:
+    exp = exp_of()  # three scenarios, warmup 1s, window 5s
+    assert exp.measured_seconds == 3 * (1 + 5)
+    one = parse_experiment(yaml.safe_dump({
+        **DOC, "chaos": {"stress": {"workers": 1}},
+        "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}}}}))
+    tries = 1 + exp.measure.noise_guard.retries  # each attempt of a trial re-measures
+    assert one.measured_seconds == 6
+    assert exp.max_trial_seconds - one.max_trial_seconds == 12 * tries

@@ -94,8 +94,9 @@ def plan_budget(exp: Experiment, studies: st.Studies, *, reserved: int, queued: 
     if seconds:
         per = max(seconds)
     else:
-        per, where = (exp.measure.warmup + exp.measure.window + ESTIMATE_OVERHEAD,
-                      "estimated: warm-up + window + 10 s, nothing measured yet")
+        per, where = (exp.measured_seconds + ESTIMATE_OVERHEAD,
+                      "estimated: warm-up + window (per chaos scenario) + 10 s, nothing "
+                      "measured yet")
     deadline = exp.study.deadline
     fit = None
     if deadline is not None:
