@@ -47,7 +47,9 @@ class Blocker(Protocol):
     """Makes goroutines of the service hold their Ps (``chaos.scenarios[].blocked_p``), under the
     Injector's contract: ``block`` returns once the goroutines are verified holding their Ps
     (else undoes and raises ``ChaosError``) and ends by itself after ``duration``; ``release``
-    returns once none is left (idempotent); ``cleanup`` releases what a dead run left."""
+    returns once none is left (idempotent; ``StressNotRecovered`` when some remain);
+    ``cleanup`` releases what this run still holds (holders live in the service's process:
+    those of a dead run end with it, or at their ``duration``)."""
 
     def block(self, live: Live, spec: BlockedP, duration: float,
               labels: Mapping[str, str]) -> Injection: ...

@@ -377,8 +377,6 @@ def _check_chaos(exp: Experiment) -> list[str]:
                 problems.append(f"{at}.blocked_p: needs the demo service (target.local without "
                                 "command): it is injected through the demo's endpoint "
                                 "/debug/chaos/blocked-p")
-            if scenario.blocked_p.hold <= 0:
-                problems.append(f"{at}.blocked_p.hold: must be > 0")
     if exp.chaos.scenarios and exp.target.kind == "replay":
         problems.append("chaos.scenarios: a replay target plays one recorded grid, measured "
                         "under one stress; give chaos.stress")

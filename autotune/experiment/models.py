@@ -465,18 +465,19 @@ class Target(Model):
         return "none"
 
 
-MEMORY_SIZE_PATTERN = r"^[1-9][0-9]{0,8}(B|KB|KiB|MB|MiB|GB|GiB|%)$"
+MEMORY_SIZE_PATTERN = r"^([1-9][0-9]{0,8}(B|KB|KiB|MB|MiB|GB|GiB)|([1-9][0-9]?|100)%)$"
 
 
 class MemoryStress(Model):
-    """Memory stress as Chaos Mesh's StressChaos ``stressors.memory`` / stress-ng ``--vm``: each
-    worker keeps ``size`` of memory allocated and written, in the service's memory limit."""
+    """Memory stress as Chaos Mesh's StressChaos ``stressors.memory`` (memStress) / stress-ng
+    ``--vm --vm-hang 0``: ``size`` of memory written once and held, split over the workers."""
 
-    workers: Count = Field(ge=1, le=8192, description="workers, each holding size of memory")
+    workers: Count = Field(ge=1, le=8192, description="workers that share size between them")
     size: str = Field(
         pattern=MEMORY_SIZE_PATTERN,
-        description="memory each worker holds: a number with B, KB, KiB, MB, MiB, GB, GiB, or "
-                    "% (of the memory available), e.g. 256MB")
+        description="memory all workers hold together: a number with B, KB, KiB, MB, MiB, GB "
+                    "or GiB, or 1%..100% (of the node's memory with Chaos Mesh, of the host's "
+                    "locally), e.g. 256MB; locally nothing limits the service's memory")
 
 
 class Stress(Model):
@@ -519,9 +520,12 @@ class BlockedP(Model):
     ``/debug/chaos/blocked-p`` (``autotune/workloads/cmd/demo``); a local target only."""
 
     goroutines: Count = Field(ge=1, le=64, description="goroutines that each hold a P")
-    hold: Duration = Field(description="how long each holds its P at a time, e.g. 50ms")
-    gap: Duration = Field(default=0.05,
-                          description="how long each lets go between two holds, e.g. 50ms")
+    hold: Duration = Field(gt=0, le=60,
+                           description="how long each holds its P at a time, e.g. 50ms; at "
+                                       "most 1m")
+    gap: Duration = Field(default=0.05, le=60,
+                          description="how long each lets go between two holds, e.g. 50ms; "
+                                      "at most 1m")
 
 
 class Scenario(Model):
@@ -593,6 +597,18 @@ class Chaos(Model):
     @property
     def several(self) -> bool:
         return len(self.scenarios) > 1
+
+    def canonical(self) -> dict[str, object]:
+        """As JSON, leaving out what scenarios added while it has its default: one
+        ``chaos.stress`` dumps exactly as before them, so the nightly environment fingerprint
+        of an existing study does not change with the upgrade."""
+        out = self.model_dump(mode="json")
+        if not self.scenarios:
+            del out["scenarios"], out["combine"]
+            stress = out.get("stress")
+            if isinstance(stress, dict) and stress.get("memory") is None:
+                del stress["memory"]
+        return out
 
     @property
     def stresses(self) -> tuple[Stress, ...]:
@@ -1000,5 +1016,6 @@ class Experiment(Model):
             apply = self.target.simulated.apply_seconds
         elif self.target.replay is not None:
             apply = 0.0  # its recorded overhead runs on a simulated clock
-        one = apply + self.measured_seconds + 120.0
+        # 120 s per window: injecting, verifying and removing its stress, reading it
+        one = apply + self.measured_seconds + 120.0 * len(self.chaos.runs())
         return one * (1 + self.measure.noise_guard.retries)

@@ -112,7 +112,8 @@ def _storm(spec: Mapping[str, Any]) -> str:
             parts.append(f"{stress.get('workers')} CPU worker(s) at {stress.get('load')}% load")
         memory = stress.get("memory")
         if memory:
-            parts.append(f"{memory.get('workers')} memory worker(s) of {memory.get('size')}")
+            parts.append(f"{memory.get('size')} of memory held by {memory.get('workers')} "
+                         "worker(s)")
     held = spec.get("blocked_p")
     if held:
         parts.append(f"{held.get('goroutines')} goroutine(s) holding their P for "

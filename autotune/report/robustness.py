@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from autotune.evidence import significance as sig
+from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Experiment
 from autotune.report.model import (
     Configuration,
@@ -37,9 +38,12 @@ def build(exp: Experiment, rows: Sequence[TrialRow], primary: Objective,
           baseline: Configuration | None, candidates: Sequence[Configuration],
           chosen: str | None, everything: Sequence[Configuration], *, seed: int,
           confidence: float) -> Robustness | None:
-    if len(exp.chaos.scenarios) < 2 or len(exp.goals[0].terms) != 1:
+    terms = exp.goals[0].terms
+    if len(exp.chaos.scenarios) < 2 or len(terms) != 1:
         return None  # one storm; or a weighted sum, which has no single metric per scenario
-    metric = primary.metric
+    [(metric, _weight)] = terms.items()
+    if split_scenario(metric)[1] is not None:
+        return None  # the objective is one scenario's value already
     names = tuple(s.name for s in exp.chaos.scenarios)
     by_run: dict[tuple[str, int], TrialRow] = {(r.study, r.number): r for r in rows}
     first = [c for c in candidates if c.id == chosen] + [c for c in candidates if c.id != chosen]

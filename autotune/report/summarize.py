@@ -23,6 +23,7 @@ from typing import Any
 
 from autotune.evidence import significance as sig
 from autotune.evidence.members import differing
+from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Experiment
 from autotune.report import robustness, scheduler
 from autotune.report.environment import environment
@@ -198,7 +199,7 @@ def _objectives(exp: Experiment) -> tuple[Objective, ...]:
     out = []
     for g in exp.goals:
         terms = list(g.terms)
-        unit = exp.metric(terms[0]).unit if len(terms) == 1 else ""
+        unit = exp.metric(split_scenario(terms[0])[0]).unit if len(terms) == 1 else ""
         out.append(Objective(metric=g.label, direction=g.direction, unit=unit))
     return tuple(out)
 

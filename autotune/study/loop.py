@@ -393,7 +393,7 @@ class StudyRunner:
             self.design_size = enqueue_design(exp, studies.search, described, budget)
             # Reports state the environment the numbers were measured in.
             studies.search.set_user_attr("target", described)
-            studies.search.set_user_attr("chaos", exp.chaos.model_dump(mode="json"))
+            studies.search.set_user_attr("chaos", exp.chaos.canonical())
             studies.search.set_user_attr("measure", exp.measure.model_dump(mode="json"))
             self.progress.study_started({
                 "study": studies.name, "storage": st.redact(studies.url), "budget": budget,

@@ -198,6 +198,10 @@ def fingerprint(exp: Experiment) -> dict[str, Any]:
         "directions": directions(exp),
         "objective": [g.label for g in exp.goals],
         "constraints": list(exp.constraints),
+        # With several storms the plain metric is their combination: a study measured under
+        # other storms, or combined otherwise, measured something else.
+        **({"scenarios": [sc.name for sc in exp.chaos.scenarios],
+            "combine": exp.chaos.combine} if exp.chaos.scenarios else {}),
     }
 
 

@@ -161,6 +161,7 @@ def _each_scenario(ctx: TrialContext, phases: _Phases, live: Live) -> dict[str, 
                 ctx.clock.sleep(ctx.exp.measure.warmup)
         record = ScenarioWindow(scenario.name, position)
         m.scenarios.append(record)
+        m.window = m.metrics = m.unavailable = None  # never the previous scenario's
         window = _measure_guarded(ctx, phases, live, scenario)
         with phases("read"):
             try:
@@ -260,14 +261,27 @@ def _stressed_window(
                              "service (nothing here can hold its Ps)")
         with phases("inject"):
             held = b.blocker.block(live, scenario.blocked_p, length + DEAD_MAN_MARGIN, labels)
-        injections.append(_injected(held, named))
+    failed = False
     try:
+        if held is not None:
+            injections.append(_injected(held, named))
         return _window(ctx, phases, probe, pattern, length, inject, recover)
+    except BaseException:
+        failed = True
+        raise
     finally:
         if held is not None:
-            with shielded(), phases("recover"):
-                b.blocker.release(held)  # type: ignore[union-attr]  # set with held
-            _recovered(injections, held.id, clock.now())
+            assert b.blocker is not None
+            try:
+                with shielded(), phases("recover"):
+                    b.blocker.release(held)
+                _recovered(injections, held.id, clock.now())
+            except ChaosError as e:
+                if not failed or isinstance(e, StressNotRecovered):
+                    raise  # Ps that may still be held outrank what ended the window
+                # What ended the window (an interrupt, a lost stress) is the story; the run's
+                # end releases the Ps again (_finish), and says so if it cannot either.
+                log.error("could not release the held Ps of scenario %s: %s", scenario.name, e)
 
 
 def _injected(inj: Injection, scenario: str | None) -> InjectionRecord:

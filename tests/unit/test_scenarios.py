@@ -13,14 +13,17 @@ import yaml
 
 from autotune.clock import FakeClock
 from autotune.errors import ExperimentError
-from autotune.experiment import Experiment, parse_experiment
+from autotune.experiment import Experiment, load_experiment, parse_experiment
 from autotune.platforms import simulated
 from autotune.report import build_report, document, markdown
 from autotune.study import scenarios
 from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner
+from autotune.study.night.fingerprint import environment, environment_id
 from autotune.study.storage import open_existing, open_for_run
 from autotune.study.trial import Backends
+
+ROOT = Path(__file__).parents[2]
 
 DOC: dict[str, Any] = {
     "name": "storms",
@@ -222,4 +225,20 @@ def test_a_trial_of_k_scenarios_is_planned_as_k_windows() -> None:
         "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}}}}))
     tries = 1 + exp.measure.noise_guard.retries  # each attempt of a trial re-measures
     assert one.measured_seconds == 6
-    assert exp.max_trial_seconds - one.max_trial_seconds == 12 * tries
+    assert exp.max_trial_seconds - one.max_trial_seconds == (12 + 2 * 120) * tries
+
+
+def test_one_stress_keeps_the_nightly_environment_it_had_before_scenarios() -> None:
+    """The ids of the shipped experiments computed at 56783b9, before chaos.scenarios: a
+    nightly study of one stress must not start a new environment with the upgrade."""
+    ids = {f: environment_id(environment(load_experiment(ROOT / f)[0], {}).fields)
+           for f in ("experiments/local.yaml", "experiments/api.yaml")}
+    assert ids == {"experiments/local.yaml": "49846b63", "experiments/api.yaml": "8bc16dd3"}
+
+
+def test_an_objective_of_one_scenario_reports_without_a_robustness_table(
+        tmp_path: Path) -> None:
+    exp = parse_experiment(yaml.safe_dump({**DOC, "objective": {"minimize": "p99@held"}}))
+    run_study(tmp_path, exp)
+    report = build_report(exp, open_existing(exp, f"sqlite:///{tmp_path}/study.db"))
+    assert report.objectives[0].metric == "p99@held" and report.robustness is None

@@ -1,15 +1,10 @@
 """Local CPU stress exactly as Chaos Mesh's chaos-daemon runs it, inside the service's cgroup.
 
-Memory stress (``stress.memory``): Chaos Mesh's memory stressor keeps ``size`` allocated and
-written per worker; stress-ng's ``--vm W --vm-bytes N --vm-keep`` does the same here (its size
-in bytes: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024, as Chaos Mesh reads them).
-
-chaos-daemon runs ``stress-ng --cpu-load-slice 10 --cpu-method sqrt --cpu W --cpu-load L`` in the
-target container's cgroup, so the stress eats the container's own CPU limit; we do the same in
-the service's cgroup, plus ``--timeout`` as a dead-man switch. Injection is verified by finding
-the stress-ng workers in that cgroup (in every hierarchy: cpu, cpuacct and, with a cpuset, cpuset)
-having consumed CPU; recovery by finding none of them left (SIGTERM, which stress-ng obeys within
-milliseconds, SIGKILL after a grace period).
+Memory stress (``stress.memory``): Chaos Mesh's memory stressor runs memStress, which splits
+``size`` over its workers, writes each page once and then holds it; stress-ng's ``--vm W
+--vm-bytes N --vm-hang 0`` does the same here (stress-ng also splits N over the W workers;
+``--vm-hang 0`` holds the memory instead of rewriting it, which would burn a CPU per worker).
+Sizes in bytes: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024, as Chaos Mesh reads them.
 """
 
 from __future__ import annotations
@@ -59,7 +54,7 @@ def argv(binary: str, stress: Stress, duration: float) -> list[str]:
     cpu = (["--cpu-load-slice", "10", "--cpu-method", "sqrt", "--cpu", str(stress.workers),
             "--cpu-load", str(stress.load)] if stress.workers else [])
     memory = (["--vm", str(stress.memory.workers), "--vm-bytes", vm_bytes(stress.memory.size),
-               "--vm-keep"] if stress.memory is not None else [])
+               "--vm-hang", "0"] if stress.memory is not None else [])
     return [binary, *cpu, *memory, "--timeout", f"{max(1, math.ceil(duration))}s"]
 
 

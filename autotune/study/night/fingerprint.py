@@ -61,7 +61,7 @@ def environment(exp: Experiment, described: Mapping[str, Any]) -> Environment:
     for name in TARGET_FIELDS.get(kind, ()):
         if described.get(name) is not None:
             fields[name] = described[name]
-    fields["stress"] = exp.chaos.model_dump(mode="json")
+    fields["stress"] = exp.chaos.canonical()
     # Through JSON, so a fingerprint compares equal to the one read back from the storage.
     return Environment(json.loads(json.dumps(fields, sort_keys=True, default=str)))
 

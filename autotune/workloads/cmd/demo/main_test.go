@@ -196,6 +196,7 @@ func TestChaosEndpointOnlyWhenEnabledAndItsLifecycle(t *testing.T) {
 	}
 	call := func(method, url string) (int, string) {
 		req, _ := http.NewRequest(method, url, nil)
+		req.Header.Set("X-Autotune-Chaos", "1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -210,6 +211,13 @@ func TestChaosEndpointOnlyWhenEnabledAndItsLifecycle(t *testing.T) {
 	}
 	on, s := newServer(true)
 	url := on.URL + "/debug/chaos/blocked-p"
+	// without the header (what a web page could send): refused
+	if resp, err := http.Post(url+"?goroutines=1&hold=1ms&gap=1ms&for=1s", "text/plain", nil); err != nil ||
+		resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a request without X-Autotune-Chaos: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code, _ := call(http.MethodPost, url+"?goroutines=0&hold=1ms&gap=1ms&for=1s"); code != http.StatusBadRequest {
 		t.Errorf("goroutines=0 answered %d, want 400", code)
 	}

@@ -12,7 +12,7 @@
 // Measured against the alternative, a tight loop after runtime.LockOSThread:
 // that loop burns a CPU but is preempted every 10 ms like any goroutine, so
 // raising GOMAXPROCS does not help against it; a held P is what GOMAXPROCS
-// can make up for (benchmarks/blockedp, docs/measurements/blocked-p-*.txt).
+// can make up for (benchmarks/blocked_p.py, docs/measurements/blocked-p-*.txt).
 //
 // The holds are timed by the kernel (the timerfd), not by Go timers: with
 // every P held, no P would be left to run a Go timer that ends a hold.
@@ -67,8 +67,8 @@ func (h *Holder) Start(s Spec) error {
 	if h.alive.Load() > 0 {
 		return ErrActive
 	}
+	h.stopLocked() // the timers of an injection that ended at its For are closed now
 	h.stop = make(chan struct{})
-	h.fds = h.fds[:0]
 	for i := 0; i < s.Goroutines; i++ {
 		fd, err := timerfd()
 		if err != nil {
@@ -84,8 +84,7 @@ func (h *Holder) Start(s Spec) error {
 }
 
 func (h *Holder) hold(fd int, s Spec, stop <-chan struct{}, deadline time.Time) {
-	defer func() {
-		syscall.Close(fd)
+	defer func() { // the fd is closed by Stop, never here: Stop may still be arming it
 		h.alive.Add(-1)
 		h.done.Done()
 	}()
@@ -98,6 +97,13 @@ func (h *Holder) hold(fd int, s Spec, stop <-chan struct{}, deadline time.Time) 
 		}
 		if arm(fd, s.Hold) != nil {
 			return
+		}
+		// Stop closes stop and then fires every timer: checked after arming, a Stop that
+		// came before the arm is seen here, one after it fires the timer just armed.
+		select {
+		case <-stop:
+			return
+		default:
 		}
 		h.holding.Add(1)
 		t0 := time.Now()
@@ -130,6 +136,9 @@ func (h *Holder) stopLocked() {
 		arm(fd, time.Nanosecond) // a holder inside a hold wakes now
 	}
 	h.done.Wait()
+	for _, fd := range h.fds {
+		syscall.Close(fd)
+	}
 	h.fds = h.fds[:0]
 }
 
