@@ -299,6 +299,9 @@ def _check_target(exp: Experiment) -> list[str]:
             if scenario not in scenarios:
                 problems.append(f"{at}: no such chaos scenario (chaos.scenarios: "
                                 f"{', '.join(sorted(scenarios)) or 'none'})")
+            elif scenario in {s.name for s in exp.chaos.scenarios if s.quiet}:
+                problems.append(f"{at}: a quiet scenario injects nothing that could tell its "
+                                "window apart: it reads the surface of optimum")
             problems += [f"{at}.{name}: unknown parameter" for name in optimum
                          if name not in known]
             problems += [f"{at}.{name}: missing" for name in known if name not in optimum]

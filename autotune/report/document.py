@@ -148,8 +148,9 @@ def _robustness(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
                   "brackets its improvement on the baseline under the same scenario with the "
                   "verdict's interval."),
         Table(("configuration", "settings", *robust.scenarios), tuple(rows)),
-        Paragraph("Best under each: " + "; ".join(
-            f"{s}: {w}" for s, w in robust.winners.items()) + "."),
+        Paragraph("Best under each (the median of n runs): " + "; ".join(
+            f"{s}: {w} (n={robust.winner_runs.get(s, 0)})" for s, w in robust.winners.items())
+            + ". A winner of one run may only have been lucky."),
     ]
     if robust.fragile:
         out.append(Bullets(robust.fragile))

@@ -154,6 +154,9 @@ class Robustness:
     the baseline)."""
     winners: dict[str, str]
     """By scenario: the measured configuration with the best median there."""
+    winner_runs: dict[str, int]
+    """By scenario: how many runs the winner's median there rests on (1: a single search
+    trial, as likely lucky as best)."""
     weakest: str | None
     """Where the chosen configuration gains least on the baseline, in words."""
     fragile: tuple[str, ...]

@@ -50,17 +50,19 @@ def build(exp: Experiment, rows: Sequence[TrialRow], primary: Objective,
     shown = ([baseline] if baseline is not None else []) + first
     table = tuple(_row(c, names, metric, by_run, baseline, primary, seed, confidence)
                   for c in shown[:SHOWN])
-    medians = {c.id: _medians(c, names, metric, by_run) for c in [*everything, *shown]}
+    configs = {c.id: c for c in [*everything, *shown]}
+    medians = {cid: _medians(c, names, metric, by_run) for cid, c in configs.items()}
     lower = primary.direction == "minimize"
     winners = {}
     for n in names:
         measured = [(v, cid) for cid, m in medians.items() if (v := m.get(n)) is not None]
         if measured:
             winners[n] = (min(measured) if lower else max(measured))[1]
+    runs = {n: len(_values(configs[w], n, metric, by_run)) for n, w in winners.items()}
     chosen_row = next((r for r in table if r.config == chosen), None)
     return Robustness(metric=metric, combine=exp.chaos.combine, scenarios=names, rows=table,
-                      winners=winners, weakest=_weakest(chosen_row, confidence),
-                      fragile=_fragile(winners, medians, chosen, lower, everything))
+                      winners=winners, winner_runs=runs, weakest=_weakest(chosen_row, confidence),
+                      fragile=_fragile(winners, runs, medians, chosen, lower, everything))
 
 
 def _values(c: Configuration, name: str, metric: str,
@@ -125,9 +127,9 @@ def _change(cell: ScenarioCell, confidence: float) -> str:
     return text
 
 
-def _fragile(winners: Mapping[str, str], medians: Mapping[str, Mapping[str, float | None]],
-             chosen: str | None, lower: bool,
-             everything: Sequence[Configuration]) -> tuple[str, ...]:
+def _fragile(winners: Mapping[str, str], runs: Mapping[str, int],
+             medians: Mapping[str, Mapping[str, float | None]], chosen: str | None,
+             lower: bool, everything: Sequence[Configuration]) -> tuple[str, ...]:
     if chosen is None or chosen not in medians:
         return ()
     settings = {c.id: c.settings for c in everything}
@@ -145,6 +147,8 @@ def _fragile(winners: Mapping[str, str], medians: Mapping[str, Mapping[str, floa
                 worst = (other, loss)
         if worst is not None:
             what = " ".join(f"{k}={v}" for k, v in settings.get(winner, {}).items())
+            n = runs.get(scenario, 0)
             out.append(f"{winner}{f' ({what})' if what else ''} is best under {scenario} but "
-                       f"fragile under {worst[0]}: {worst[1]:.0%} worse than {chosen} there")
+                       f"fragile under {worst[0]}: {worst[1]:.0%} worse than {chosen} there "
+                       f"({'one run' if n == 1 else f'medians of {n} runs'} under {scenario})")
     return tuple(out)

@@ -37,6 +37,7 @@ from autotune.study.objective import score
 from autotune.study.optuna_private import get_trial, system_attrs, trial_id
 from autotune.study.record import LoadCheck, TrialRecord
 from autotune.study.samplers import REPAIRED_ATTR, make_sampler, measured_everything
+from autotune.study.scenarios import qualified
 from autotune.study.space import suggest, to_env
 from autotune.study.trial import Backends, TrialContext, TrialFailed, run_phases
 
@@ -278,37 +279,46 @@ class StudyRunner:
                 except StudyError as e:
                     self._journal_error = e
 
-    def _baseline_rate(self) -> float | None:
-        """The median served request rate (``measure.load``) of the baseline so far."""
-        check = self.exp.measure.load
-        if check is None or self._reference is None:
+    def _baseline_rate(self, key: str) -> float | None:
+        """The median of ``key`` (the served request rate, ``measure.load``; with several
+        scenarios, its value under one) over the baseline so far."""
+        if self._reference is None:
             return None
         rates = []
         for t in self._reference.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             metrics = (t.user_attrs.get("record") or {}).get("metrics") or {}
             # A pool's member against its own baseline: each member serves its own load.
             mine = self.member is None or t.user_attrs.get("member") == self.member
-            if t.user_attrs.get("kind") == TrialKind.BASELINE and check.metric in metrics and mine:
-                rates.append(float(metrics[check.metric]))
+            if t.user_attrs.get("kind") == TrialKind.BASELINE and key in metrics and mine:
+                rates.append(float(metrics[key]))
         return statistics.median(rates) if rates else None
 
     def _check_load(self, record: TrialRecord, metrics: dict[str, float]) -> None:
         """Discard a window served under another load than the baseline's (the first baseline
-        repeat sets the reference)."""
+        repeat sets the reference). With several scenarios each is checked against the
+        baseline's under the same scenario: a storm that stalled the load is not averaged
+        away by the others."""
         check = self.exp.measure.load
         if check is None:
             return
-        rate, reference = metrics[check.metric], self._baseline_rate()
+        rate, reference = metrics[check.metric], self._baseline_rate(check.metric)
         record.load = LoadCheck(metric=check.metric, rate=rate, baseline=reference)
-        if reference is None or reference <= 0:
-            return
-        deviation = rate / reference - 1
-        record.load.deviation = round(deviation, 4)
-        if abs(deviation) > check.tolerance:
-            raise TrialFailed(
-                f"load not comparable: {check.metric} was {rate:.4g}/s against the baseline's "
-                f"median {reference:.4g}/s ({deviation:+.1%}; measure.load.tolerance "
-                f"{check.tolerance:.0%}), so the window is discarded")
+        if reference is not None and reference > 0:
+            record.load.deviation = round(rate / reference - 1, 4)
+        keys: list[tuple[str, str | None]] = [
+            (qualified(check.metric, sc.name), sc.name) for sc in self.exp.chaos.scenarios]
+        keys = keys or [(check.metric, None)]
+        for key, scenario in keys:
+            value, base = metrics.get(key), self._baseline_rate(key)
+            if value is None or base is None or base <= 0:
+                continue
+            deviation = value / base - 1
+            if abs(deviation) > check.tolerance:
+                under = f" under {scenario}" if scenario else ""
+                raise TrialFailed(
+                    f"load not comparable{under}: {check.metric} was {value:.4g}/s against the "
+                    f"baseline's median {base:.4g}/s ({deviation:+.1%}; measure.load.tolerance "
+                    f"{check.tolerance:.0%}), so the window is discarded")
 
     # --- the loop --------------------------------------------------------------------------
 

@@ -76,18 +76,3 @@ def combine(exp: Experiment, per: Mapping[str, Mapping[str, float]]) -> dict[str
         else:
             out[name] = sum(values) / len(values)
     return out
-
-
-def weakest(exp: Experiment, candidate: Mapping[str, float], reference: Mapping[str, float],
-            metric: str) -> tuple[str, float] | None:
-    """The scenario where ``candidate`` gains least on ``reference`` in ``metric`` (its relative
-    change, positive = better), from two metric dicts holding the qualified values."""
-    direction = worse(exp, metric)
-    gains = []
-    for s in exp.chaos.runs():
-        key = qualified(metric, s.name)
-        if key not in candidate or key not in reference or reference[key] == 0:
-            continue
-        change = candidate[key] / reference[key] - 1
-        gains.append((s.name, -change if direction != "lower" else change))
-    return min(gains, key=lambda g: g[1]) if gains else None

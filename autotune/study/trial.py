@@ -173,6 +173,12 @@ def _each_scenario(ctx: TrialContext, phases: _Phases, live: Live) -> dict[str, 
                 record.unavailable = m.unavailable
                 record.schedtrace, record.insight = m.schedtrace, m.insight
                 m.schedtrace = m.insight = None
+    # The report's scheduler section reads one trace per trial: that of the first stormy
+    # scenario in the file's order (each scenario's own stays in its window's record).
+    windows = {w.name: w for w in m.scenarios}
+    shown = next((windows[s.name] for s in ctx.exp.chaos.scenarios
+                  if not s.quiet and s.name in windows), m.scenarios[0])
+    m.schedtrace, m.insight = shown.schedtrace, shown.insight
     first, last = m.scenarios[0].window, m.scenarios[-1].window
     if first is not None and last is not None:
         m.window = MeasuredWindow(first.start, last.end, round(last.end - first.start, 3))

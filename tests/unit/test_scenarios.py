@@ -8,6 +8,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import yaml
 
@@ -18,10 +19,12 @@ from autotune.platforms import simulated
 from autotune.report import build_report, document, markdown
 from autotune.study import scenarios
 from autotune.study.journal import Journal
+from autotune.study.kinds import TrialKind
 from autotune.study.loop import StudyRunner
 from autotune.study.night.fingerprint import environment, environment_id
+from autotune.study.record import TrialRecord
 from autotune.study.storage import open_existing, open_for_run
-from autotune.study.trial import Backends
+from autotune.study.trial import Backends, TrialFailed
 
 ROOT = Path(__file__).parents[2]
 
@@ -242,3 +245,25 @@ def test_an_objective_of_one_scenario_reports_without_a_robustness_table(
     run_study(tmp_path, exp)
     report = build_report(exp, open_existing(exp, f"sqlite:///{tmp_path}/study.db"))
     assert report.objectives[0].metric == "p99@held" and report.robustness is None
+
+
+def test_a_storm_that_stalled_the_load_is_not_averaged_away(tmp_path: Path) -> None:
+    doc = {**DOC, "metrics": {"p99": "surface", "rate": "stress"},
+           "measure": {**DOC["measure"], "load": {"metric": "rate", "tolerance": 0.1}}}
+    exp = parse_experiment(yaml.safe_dump(doc))
+    reference = optuna.create_study()
+    reference.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={
+        "kind": "baseline", "record": {"metrics": {
+            "rate": 100.0, "rate@quiet": 100.0, "rate@noisy": 100.0, "rate@held": 100.0}}}))
+    runner = StudyRunner(exp, None, clock=FakeClock(), progress=Silent(),  # type: ignore[arg-type]
+                         journal=Journal(tmp_path / "j.jsonl"), experiment_hash="t")
+    runner._reference = reference
+    record = TrialRecord(study="s", number=1, kind=TrialKind.SEARCH, settings={}, env={},
+                         started=0.0, sampler="tpe", autotune_version="t", host="h",
+                         experiment_hash="t", target="simulated")
+    fine = {"rate": 100.0, "rate@quiet": 101.0, "rate@noisy": 99.0, "rate@held": 100.0}
+    runner._check_load(record, fine)
+    # the mean (94) is within 10% of the baseline's; the noisy window served 82% of it
+    stalled = {"rate": 94.0, "rate@quiet": 100.0, "rate@noisy": 82.0, "rate@held": 100.0}
+    with pytest.raises(TrialFailed, match=r"load not comparable under noisy: rate was 82/s"):
+        runner._check_load(record, stalled)

@@ -313,6 +313,9 @@ class ChaosMeshInjector:
             "workers": stress.workers, "load": stress.load,
             **({"memory": stress.memory.model_dump()} if stress.memory is not None else {}),
             "stress_pids": {k: _pid(v) for k, v in sorted(instances.items())},
+            **({"memstress_pids": {k: (v or {}).get("memoryUid")
+                                   for k, v in sorted(instances.items())}}
+               if stress.memory is not None else {}),
         })
 
     def recover(self, injection: Injection) -> None:
