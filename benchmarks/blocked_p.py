@@ -9,10 +9,11 @@ prints the median over repeats of the requests' p99 and of the runtime's schedul
 p99. Each run is its own process; the cells run in a shuffled order (seeded) so a drift of the
 host does not favour one mode.
 
-What to read: with a held P, the service has GOMAXPROCS-1 Ps for half the time (hold = gap), and
-one P more gives them back; a spinning goroutine is preempted every 10 ms and shares its P,
-so it costs CPU, which GOMAXPROCS cannot create. Measure on a quiet host: a busy one (say a CI
-run next to it) shows the host's noise, not the modes.
+What to read: a held P takes no CPU, only the P, so with one held half the time the requests
+have GOMAXPROCS-1 Ps half the time, and one P more gives it back; a spinning goroutine is
+preempted every 10 ms and takes CPU, not a P: more Ps only shrink its share of the host's CPUs
+(the OS shares them between threads), as they would against any CPU hog. Measure on a quiet
+host: a busy one (say a CI run next to it) shows the host's noise, not the modes.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def _change(cell: ScenarioCell, confidence: float) -> str:
     assert c is not None and c.improvement is not None
     text = f"{c.improvement:+.1%}"
     if c.low is not None and c.high is not None:
-        text += f" ({confidence:.0%} interval {c.low:+.1%} .. {c.high:+.1%})"
+        text += f" ({confidence * 100:.4g}% interval {c.low:+.1%} .. {c.high:+.1%})"
     return text
 
 

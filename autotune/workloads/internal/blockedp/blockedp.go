@@ -9,10 +9,11 @@
 // interrupt it either (the signal lands in the syscall's assembly, not at a
 // safe point; the read restarts under the runtime's SA_RESTART handlers).
 //
-// Measured against the alternative, a tight loop after runtime.LockOSThread:
-// that loop burns a CPU but is preempted every 10 ms like any goroutine, so
-// raising GOMAXPROCS does not help against it; a held P is what GOMAXPROCS
-// can make up for (benchmarks/blocked_p.py, docs/measurements/blocked-p-*.txt).
+// Unlike the other candidate, a tight loop after runtime.LockOSThread: async
+// preemption interrupts that loop every 10 ms like any goroutine, so it takes
+// CPU, not a P (it is CPU stress from inside the process). A held P takes no
+// CPU, only the P: one more P gives back exactly what it took. Measured in
+// benchmarks/blocked_p.py (docs/measurements/blocked-p-*.txt).
 //
 // The holds are timed by the kernel (the timerfd), not by Go timers: with
 // every P held, no P would be left to run a Go timer that ends a hold.
