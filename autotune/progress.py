@@ -53,6 +53,10 @@ class PlainProgress:
             log.info("trial %s COMPLETE value=%s feasible=%s (%.1fs)", record.get("number"),
                      _fmt_values(record.get("values")), record.get("feasible"),
                      record.get("seconds", 0.0))
+        elif record.get("state") == "SCREENED":
+            self.done += 1
+            log.info("trial %s SCREENED (%.1fs): %s", record.get("number"),
+                     record.get("seconds", 0.0), record.get("screened"))
         else:
             log.warning("trial %s FAIL: %s", record.get("number"), record.get("failure"))
         if best and "values" in best:
@@ -112,6 +116,8 @@ class RichProgress:
             self.durations.append(float(record.get("seconds", 0.0)))
             if record.get("kind") == "search":
                 self.done += 1
+        elif record.get("state") == "SCREENED":
+            self.done += 1
         else:
             self.last_failure = escape(f"#{record.get('number')}: {record.get('failure')}")
         if best and "values" in best:

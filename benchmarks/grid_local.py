@@ -7,6 +7,14 @@ Then summarise (table, repeat spread, best/worst, baseline, per-trial overhead):
 
     python benchmarks/grid_local.py --summarize results/grid.csv
 
+--early 3,5,8 also reads the objective over each window's first 3, 5 and 8 seconds while the
+stress runs, as screening does (``study.screening``), into columns ``<metric>_first_<N>s``: what
+the whole-run replay screens on.
+
+An experiment with several chaos scenarios (experiments/robust.yaml) measures every scenario in
+each trial, as a study does: the CSV holds ``<metric>@<scenario>`` per scenario, which the
+replay answers each scenario's window from.
+
 Ad-hoc points instead of the grid (how the demo's defaults were chosen): each --point is a label
 and the variables it sets; the experiment's parameters it does not name stay unset. --env passes
 workload knobs to the service in every trial, --no-stress leaves the CPU stress out. Rate, CPU
@@ -41,7 +49,9 @@ from autotune.experiment import load_experiment
 from autotune.experiment.models import Experiment, Setting, Stress
 from autotune.live import Live
 from autotune.platforms.local.stack import build
+from autotune.platforms.replay import early_column
 from autotune.study.interrupts import signals_as_exceptions
+from autotune.study.scenarios import qualified
 from autotune.study.space import grid, to_env
 from autotune.study.trial import TrialFailed, measure
 
@@ -76,6 +86,16 @@ def points(exp: Experiment, subset: dict[str, list[str]], named: Sequence[Point]
     return [(label(c), {**to_env(exp, c), **extra}) for c in configs(exp, subset)]
 
 
+class Recorder:
+    """A screen that judges nothing: the early reads are only recorded (``--early``)."""
+
+    def __init__(self, checkpoints: Sequence[float]) -> None:
+        self.checkpoints = tuple(sorted(checkpoints))
+
+    def judge(self, after: float, metrics: Mapping[str, float]) -> str | None:
+        return None
+
+
 class NoStress:
     """An Injector that injects nothing (--no-stress): the service is measured alone."""
 
@@ -98,7 +118,7 @@ class NoStress:
 
 def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list[str]],
           named: Sequence[Point] = (), extra: Mapping[str, str] | None = None,
-          stress: bool = True) -> None:
+          stress: bool = True, early: Sequence[float] = ()) -> None:
     exp, _ = load_experiment(path)
     schedule = [(p, r) for p in points(exp, subset, named, extra or {}) for r in range(repeats)]
     random.Random(seed).shuffle(schedule)
@@ -112,8 +132,13 @@ def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list
           f"extra env: {dict(extra or {})}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     metric_names = list(exp.metrics)
+    metric_names += [qualified(name, sc.name) for sc in exp.chaos.scenarios
+                     for name in exp.metrics]
+    objective = [name for goal in exp.goals for name in goal.terms]
+    early_names = [early_column(n, a) for a in sorted(early) for n in objective]
+    screen = Recorder(early) if early else None
     with out.open("w", newline="") as f, signals_as_exceptions():
-        writer = csv.DictWriter(f, fieldnames=FIELDS + metric_names)
+        writer = csv.DictWriter(f, fieldnames=FIELDS + metric_names + early_names)
         writer.writeheader()
         try:
             for order, ((config, env), repeat) in enumerate(schedule):
@@ -122,16 +147,23 @@ def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list
                 row: dict[str, Any] = {"order": order, "config": config, "repeat": repeat}
                 try:
                     metrics = measure(exp, trial_backends, env, clock=clock,
-                                      labels={"autotune/trial": f"grid-{order}"}, record=record)
+                                      labels={"autotune/trial": f"grid-{order}"}, record=record,
+                                      screen=screen)
                     row.update(state="COMPLETE", **metrics)
                 except TrialFailed as e:
                     row.update(state="FAIL", failure=e.reason)
+                for read in record.get("early", []):
+                    row.update({early_column(n, read["after"]): v
+                                for n, v in read["metrics"].items()})
                 seconds = time.monotonic() - t0
                 foreign = [a["foreign_cores"] for a in record.get("attempts", [])
                            if a["foreign_cores"] is not None]
+                # Beyond every scenario's warm-up and window (and a noise guard's re-measured
+                # windows): restart, readiness, scrape lag.
+                retries = max(0, len(record.get("attempts", [])) - len(exp.chaos.runs()))
                 row.update(seconds=round(seconds, 2),
-                           overhead_s=round(seconds - exp.measure.warmup - exp.measure.window
-                                            * max(1, len(record.get("attempts", []))), 2),
+                           overhead_s=round(seconds - exp.measured_seconds
+                                            - exp.measure.window * retries, 2),
                            foreign_cores_max=max(foreign) if foreign else "",
                            attempts=len(record.get("attempts", [])))
                 writer.writerow(row)
@@ -215,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
                              "DEMO_LIVE_HEAP_MB=64 (repeatable)")
     parser.add_argument("--no-stress", action="store_true",
                         help="measure without the experiment's CPU stress")
+    parser.add_argument("--early", type=lambda v: [float(x) for x in v.split(",")], default=[],
+                        metavar="S1,S2", help="also read the objective over each window's "
+                        "first S1, S2 seconds (what screening would judge)")
     args = parser.parse_args(argv)
     subset = {k: v.split(",") for k, v in (o.split("=", 1) for o in args.only)}
     if args.summarize:
@@ -225,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.point and args.only:
         parser.error("--point and --only do not mix: --only selects from the grid")
     sweep(args.experiment, args.repeats, args.out, args.seed, subset, named=args.point,
-          extra=dict(args.env), stress=not args.no_stress)
+          extra=dict(args.env), stress=not args.no_stress, early=args.early)
     summarize(args.out, args.metric)
     return 0
 

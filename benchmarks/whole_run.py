@@ -18,6 +18,12 @@ Correctness against the grid's ground truth (the median of every recorded repeat
 
     .venv/bin/python -m benchmarks.whole_run            # experiments/replay.yaml + benchmarks/grids
     .venv/bin/python -m benchmarks.whole_run --fixed    # the fixed confirmation rounds
+    .venv/bin/python -m benchmarks.whole_run --screening 5   # study.screening {after: 5s}
+
+With ``--screening`` a grid that did not record the objective over the window's first seconds
+(``grid_local.py --early``) is not played: its row says so. "screened" is the median number of
+screened search trials; "lost" counts screened trials, over all seeds, whose configuration is
+truly within 10% of the best (a screen that threw away a winner).
 
 Not a test: it prints a table for a human, and writes every run to --out (JSON).
 """
@@ -43,8 +49,8 @@ from optuna.trial import TrialState
 from autotune.clock import FakeClock
 from autotune.evidence.significance import PRACTICAL
 from autotune.experiment import load_experiment
-from autotune.experiment.models import Experiment
-from autotune.platforms.replay import Replay, ReplayGrid
+from autotune.experiment.models import Experiment, Screening
+from autotune.platforms.replay import Replay, ReplayGrid, early_column
 from autotune.report.history import verdict_record
 from autotune.study import nightly
 from autotune.study.kinds import TrialKind
@@ -111,6 +117,9 @@ class Outcome:
     failed: int
     stop: str
     seconds: float
+    screened: int = 0
+    lost: int = 0
+    """Screened trials whose configuration is truly within 10% of the best."""
     error: str | None = None
 
 
@@ -120,6 +129,9 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     study = {"seed": seed}
     if "early_stop" in options:
         study["early_stop"] = options.pop("early_stop")
+    if "screening" in options:
+        after, factor = options.pop("screening")
+        study["screening"] = Screening(after=after, factor=factor)
     update: dict[str, Any] = {"study": exp.study.model_copy(update=study)}
     if "baseline_repeats" in options:
         update["baseline"] = exp.baseline.model_copy(
@@ -139,13 +151,17 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                                   verdict_record)
         studies = night.studies
         counts = {kind: 0 for kind in TrialKind}
-        failed = 0
+        failed = screened = lost = 0
         for study in (studies.search, studies.reference):
             for t in study.get_trials(deepcopy=False):
                 if t.state == TrialState.COMPLETE:
                     counts[TrialKind(t.user_attrs.get("kind", TrialKind.SEARCH))] += 1
                 elif t.state == TrialState.FAIL:
                     failed += 1
+                elif t.state == TrialState.PRUNED:
+                    screened += 1
+                    true = g.values.get(settings_key(t.user_attrs["settings"]))
+                    lost += true is not None and g.within(true)
         studies.storage.engine.dispose()
     v = night.verdict
     adopted = v["verdict"] == "adopt" and v.get("candidate")
@@ -165,7 +181,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                    simulated_s=round(clock.monotonic(), 1), search=counts[TrialKind.SEARCH],
                    confirm=counts[TrialKind.CONFIRM], baseline=counts[TrialKind.BASELINE],
                    failed=failed, stop=night.result.stop_reason,
-                   seconds=round(time.perf_counter() - t0, 2))
+                   seconds=round(time.perf_counter() - t0, 2), screened=screened, lost=lost)
 
 
 def _job(args: tuple[Path, int, Mapping[str, Any]]) -> Outcome:
@@ -190,21 +206,36 @@ def summary(path: Path, runs: Sequence[Outcome]) -> dict[str, Any]:
         "correct_share": round(sum(r.correct for r in runs) / len(runs), 3),
         "verdicts": verdicts,
         "trials": {k: statistics.median(getattr(r, k) for r in runs)
-                   for k in ("search", "confirm", "baseline", "failed")},
+                   for k in ("search", "confirm", "baseline", "failed", "screened")},
+        "lost": sum(r.lost for r in runs),
     }
+
+
+def unrecorded(path: Path, after: float) -> str | None:
+    """Why a grid cannot play screening at ``after`` seconds, or None."""
+    exp, _ = load_experiment(path)
+    assert exp.target.replay is not None
+    grid = ReplayGrid.load(exp.target.replay.grid)
+    missing = [early_column(n, after) for goal in exp.goals for n in goal.terms
+               if early_column(n, after) not in grid.metrics]
+    return f"not recorded (no column {', '.join(missing)})" if missing else None
 
 
 def table(results: Sequence[Mapping[str, Any]]) -> str:
     lines = [f"{'grid':<28} {'truth':<14} {'min':>5} {'p90':>5} {'within':>7} {'correct':>8} "
-             f"{'search':>6} {'confirm':>7}  verdicts"]
+             f"{'search':>6} {'confirm':>7} {'screened':>8} {'lost':>4}  verdicts"]
     for s in results:
+        if "skipped" in s:
+            lines.append(f"{s['grid']:<28} {s['skipped']}")
+            continue
         truth_ = s["truth"]
         verdict = f"{truth_['verdict']} {truth_['gain']:+.0%}"
         lines.append(
             f"{s['grid']:<28} {verdict:<14} "
             f"{s['minutes']['median']:>5.1f} {s['minutes']['p90']:>5.1f} "
             f"{s['within_share']:>7.0%} {s['correct_share']:>8.0%} "
-            f"{s['trials']['search']:>6g} {s['trials']['confirm']:>7g}  "
+            f"{s['trials']['search']:>6g} {s['trials']['confirm']:>7g} "
+            f"{s['trials']['screened']:>8g} {s['lost']:>4}  "
             + ", ".join(f"{k} {n}" for k, n in sorted(s["verdicts"].items())))
     return "\n".join(lines)
 
@@ -224,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="override study.early_stop (0 = off)")
     parser.add_argument("--baseline-repeats", type=int, default=None, metavar="N",
                         help="override baseline.repeats")
+    parser.add_argument("--screening", type=float, default=None, metavar="SECONDS",
+                        help="set study.screening.after (grids that recorded it only)")
+    parser.add_argument("--factor", type=float, default=3.0,
+                        help="study.screening.factor with --screening")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("results/whole-run.json"))
     args = parser.parse_args(argv)
@@ -236,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         options["early_stop"] = args.early_stop or None
     if args.baseline_repeats is not None:
         options["baseline_repeats"] = args.baseline_repeats
-    work = [(p, seed, options) for p in paths for seed in range(args.seeds)]
+    skipped: dict[Path, str] = {}
+    if args.screening is not None:
+        options["screening"] = (args.screening, args.factor)
+        skipped = {p: why for p in paths if (why := unrecorded(p, args.screening))}
+    work = [(p, seed, options) for p in paths if p not in skipped
+            for seed in range(args.seeds)]
     t0 = time.perf_counter()
     if args.jobs <= 1:
         _quiet()
@@ -245,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"),
                                  initializer=_quiet) as pool:
             runs = list(pool.map(_job, work))
-    results = [summary(p, [r for r in runs if r.grid == p.name]) for p in paths]
+    results = [{"grid": p.name, "skipped": skipped[p]} if p in skipped
+               else summary(p, [r for r in runs if r.grid == p.name]) for p in paths]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"options": options, "seeds": args.seeds,
                                     "summaries": results, "runs": [asdict(r) for r in runs]},

@@ -371,7 +371,7 @@ def _check_chaos(exp: Experiment) -> list[str]:
             if scenario.stress is None:
                 problems.append(f"{at}.pattern: bursts of what? The scenario has no stress")
         if scenario.blocked_p is not None:
-            if exp.target.kind not in ("local", "simulated"):
+            if exp.target.kind not in ("local", "simulated", "replay"):
                 problems.append(
                     f"{at}.blocked_p: needs a local target (it is injected through the demo "
                     "service's loopback endpoint; Chaos Mesh has no stressor that holds a Go "
@@ -380,9 +380,11 @@ def _check_chaos(exp: Experiment) -> list[str]:
                 problems.append(f"{at}.blocked_p: needs the demo service (target.local without "
                                 "command): it is injected through the demo's endpoint "
                                 "/debug/chaos/blocked-p")
-    if exp.chaos.scenarios and exp.target.kind == "replay":
-        problems.append("chaos.scenarios: a replay target plays one recorded grid, measured "
-                        "under one stress; give chaos.stress")
+    quiet = [s.name for s in exp.chaos.scenarios if s.quiet]
+    if exp.target.kind == "replay" and len(quiet) > 1:
+        # The replay tells a window's scenario by the stress in it; quiet ones have none.
+        problems.append(f"chaos.scenarios: a replay target tells quiet scenarios apart by "
+                        f"nothing; keep one of {', '.join(quiet)}")
     return problems
 
 
@@ -474,6 +476,32 @@ def _check_study(exp: Experiment) -> list[str]:
         missing = [name for name in known if name not in candidate]
         if missing:
             problems.append(f"{at}: missing {', '.join(missing)}")
+    return problems + _check_screening(exp)
+
+
+def _check_screening(exp: Experiment) -> list[str]:
+    """Screening judges one number, read from Prometheus part-way through one window."""
+    screening = exp.study.screening
+    if screening is None:
+        return []
+    at, problems = "study.screening", []
+    if screening.after >= exp.measure.window:
+        problems.append(f"{at}.after: must be shorter than measure.window "
+                        f"({exp.measure.window:g}s): the read is part-way through the window")
+    needed = 4 * exp.prometheus.scrape_interval
+    if exp.target.kind not in ("simulated", "replay") and screening.after < needed:
+        problems.append(f"{at}.after: must be >= 4 scrape intervals ({needed:g}s) so rates "
+                        "over it are defined")
+    if len(exp.goals) != 1:
+        problems.append(f"{at}: needs one objective (a screened trial has one value to judge)")
+    if exp.chaos.scenarios:
+        problems.append(f"{at}: not with chaos.scenarios (a candidate is judged under every "
+                        "storm; one storm's first seconds do not say it is hopeless)")
+    for goal in exp.goals:
+        for name in goal.terms:
+            if name in exp.metrics and not exp.metric(name).query:
+                problems.append(f"{at}: the objective's {name} is not a Prometheus query "
+                                "(screening reads the window's first seconds from Prometheus)")
     return problems
 
 

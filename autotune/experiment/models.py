@@ -866,6 +866,20 @@ class Design(Model):
     )
 
 
+class Screening(Model):
+    """Ending a hopeless search trial part-way through its window (autotune/study/screening.py)."""
+
+    after: Duration = Field(
+        gt=0,
+        description="read the objective over the window's first this many seconds, while the "
+                    "stress runs; shorter than measure.window and at least 4 scrape intervals")
+    factor: float = Field(
+        default=3.0, ge=1.5, le=1000,
+        description="screen the candidate out when that reading is worse than this many times "
+                    "the best value measured so far (raised to 1 + 2 x the baseline repeats' "
+                    "relative range when that is larger)")
+
+
 class Study(Model):
     """The search: how many trials, which sampler, where the study is stored."""
 
@@ -915,6 +929,12 @@ class Study(Model):
                     "(autotune/study/night/early_stop.py; null: search until study.trials); "
                     "only with one objective and at least 2 baseline repeats. A resumed study "
                     "that already meets it searches no further",
+    )
+    screening: Screening | None = Field(
+        default=None,
+        description="end a search trial early when its first seconds show it is hopeless (its "
+                    "stress removed; recorded as screened, with the reading); null: every "
+                    "trial is measured in full. One objective, one chaos stress only",
     )
 
 

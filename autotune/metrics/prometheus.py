@@ -372,15 +372,16 @@ class PrometheusSource:
         return sorted({str(r.get("metric", {}).get("version")) for r in result or []
                        if isinstance(r, dict) and r.get("metric", {}).get("version")})
 
-    def check_window(self, window: float) -> str | None:
-        """Why ``window`` is too short for the scrape interval in use, or None."""
+    def check_window(self, window: float, field: str = "measure.window") -> str | None:
+        """Why ``window`` (the experiment's ``field``) is too short for the scrape interval in
+        use, or None."""
         needed = 4 * self.scrape_interval
         if window >= needed:
             return None
-        return (f"measure.window: {format_duration(window)} is shorter than 4 scrape intervals "
+        return (f"{field}: {format_duration(window)} is shorter than 4 scrape intervals "
                 f"({format_duration(needed)}): Prometheus scrapes the service every "
                 f"{format_duration(self.scrape_interval)} ({self.interval_source}), so rate() "
-                "over the window would have too few samples; lengthen the window")
+                "over the window would have too few samples; lengthen it")
 
     @property
     def _poll(self) -> float:

@@ -9,6 +9,10 @@ the grid lacks reads as ``Unavailable``, so its trial fails with the reason inst
 an invented value. The values were recorded under the grid's own stress: the replay does not
 model a different ``chaos`` section.
 
+A read over a shorter window than the experiment's (screening's, ``study.screening``) answers
+from the repeat's ``<metric>_first_<N>s`` column (``grid_local.py --early N``), read live in the
+same trial: a grid without it leaves the screen nothing to judge.
+
 Time is the injected clock's. Applying a configuration waits the drawn repeat's recorded
 ``overhead_s`` (restart, readiness and scrape lag beyond the warm-up and window: the grid's
 median when a row lacks it); the trial's phases then wait the experiment's warm-up and window as
@@ -32,10 +36,11 @@ from typing import Any
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError, TargetError
-from autotune.experiment.models import Experiment, Parameter, Stress
+from autotune.experiment.models import BlockedP, Experiment, Parameter, Stress
 from autotune.live import Live, Matcher, Window
 from autotune.metrics.base import Reading, Unavailable
 from autotune.runlock import RunLock
+from autotune.study.scenarios import qualified, split
 from autotune.study.trial import Backends
 from autotune.targets.base import Env, NoiseProbe
 
@@ -45,6 +50,12 @@ _NOT_METRICS = frozenset({"order", "config", "repeat", "state", "failure", "seco
                           "overhead_s", "foreign_cores_max", "attempts"})
 
 Measurement = Mapping[str, float]
+
+
+def early_column(metric: str, after: float) -> str:
+    """The grid column of ``metric`` read over a window's first ``after`` seconds."""
+    return f"{metric}_first_{after:g}s"
+
 EnvKey = tuple[str | None, ...]
 
 
@@ -142,6 +153,14 @@ def _env_text(p: Parameter, token: str) -> str | None:
     return p.format(value)
 
 
+@dataclass
+class _Storm:
+    start: float
+    expires: float
+    scenario: str | None
+    end: float | None = None
+
+
 class Replay:
     """A grid seen through one experiment's parameters, and the state its three backends share:
     what is applied, which stress is in place, and a random stream per configuration (so two
@@ -151,7 +170,10 @@ class Replay:
     def __init__(self, exp: Experiment, grid: ReplayGrid, clock: Clock,
                  seed: int | None = None) -> None:
         self.exp, self.grid, self.clock, self.seed = exp, grid, clock, seed
-        missing = sorted(exp.required_metrics - set(grid.metrics))
+        needed = set(exp.required_metrics)
+        for scenario in exp.chaos.scenarios:
+            needed |= {qualified(split(m)[0], scenario.name) for m in exp.required_metrics}
+        missing = sorted(needed - set(grid.metrics))
         if missing:
             # Every trial would fail on them: refuse before the first one.
             raise TargetError(f"{grid.path} has no column for the metric(s) {', '.join(missing)} "
@@ -180,12 +202,47 @@ class Replay:
         self.generation = 0
         self.active: dict[str, float] = {}
         """Injection id -> the time its dead-man switch ends it."""
+        self.storms: dict[str, _Storm] = {}
+        """Injection id -> when it ran, and its scenario: which one a window was under."""
         self.injections = itertools.count(1)
         self._streams: dict[EnvKey, random.Random] = {}
 
     def backends(self, lock: RunLock | None = None) -> Backends:
         return Backends(target=ReplayService(self, lock), injector=ReplayInjector(self),
-                        source=ReplayMetrics(self))
+                        source=ReplayMetrics(self), blocker=ReplayBlocker(self))
+
+    def started(self, prefix: str, duration: float, labels: Mapping[str, str]) -> str:
+        """Book a stress (or held Ps) from now for ``duration``; return its id."""
+        if self.applied is None:
+            raise ChaosError("nothing is running to inject into")
+        inj_id = f"{prefix}-{next(self.injections)}"
+        now = self.clock.now()
+        self.active[inj_id] = now + duration
+        self.storms[inj_id] = _Storm(now, now + duration, labels.get("autotune/scenario"))
+        return inj_id
+
+    def ended(self, inj_id: str) -> None:
+        self.active.pop(inj_id, None)
+        storm = self.storms.get(inj_id)
+        if storm is not None and storm.end is None:
+            storm.end = self.clock.now()
+
+    def scenario(self, window: Window) -> str | None:
+        """The scenario ``window`` was measured under (module doc); None without scenarios or
+        when it cannot be told."""
+        scenarios = self.exp.chaos.scenarios
+        if not scenarios:
+            return None
+        under: dict[str, float] = {}
+        for storm in self.storms.values():
+            stop = min(storm.expires if storm.end is None else storm.end, window.end)
+            overlap = stop - max(storm.start, window.start)
+            if storm.scenario is not None and overlap > 0:
+                under[storm.scenario] = under.get(storm.scenario, 0.0) + overlap
+        if under:
+            return max(under, key=lambda n: under[n])
+        quiet = [s.name for s in scenarios if s.quiet]
+        return quiet[0] if len(quiet) == 1 else None
 
     def key(self, env: Env) -> EnvKey:
         return tuple(env.get(var) for var in self.vars)
@@ -272,16 +329,12 @@ class ReplayInjector:
     def inject(self, live: Live, stress: Stress, duration: float,
                labels: Mapping[str, str]) -> Injection:
         r = self.replay
-        if r.applied is None:
-            raise ChaosError("nothing is running to inject into")
-        inj_id = f"replay-{next(r.injections)}"
-        now = r.clock.now()
-        r.active[inj_id] = now + duration
-        return Injection(id=inj_id, started=now,
+        inj_id = r.started("replay", duration, labels)
+        return Injection(id=inj_id, started=r.clock.now(),
                          details={"workers": stress.workers, "load": stress.load})
 
     def recover(self, injection: Injection) -> None:
-        self.replay.active.pop(injection.id, None)
+        self.replay.ended(injection.id)
 
     def active(self) -> list[str]:
         now = self.replay.clock.now()
@@ -289,8 +342,29 @@ class ReplayInjector:
 
     def cleanup(self) -> list[str]:
         removed = list(self.replay.active)
-        self.replay.active.clear()
+        for inj_id in removed:
+            self.replay.ended(inj_id)
         return [f"replayed injection {i}" for i in removed]
+
+
+class ReplayBlocker:
+    """Held Ps (``blocked_p``) booked like a stress: the recording held them for real."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+
+    def block(self, live: Live, spec: BlockedP, duration: float,
+              labels: Mapping[str, str]) -> Injection:
+        r = self.replay
+        inj_id = r.started("replay-held", duration, labels)
+        return Injection(id=inj_id, started=r.clock.now(),
+                         details={"goroutines": spec.goroutines})
+
+    def release(self, injection: Injection) -> None:
+        self.replay.ended(injection.id)
+
+    def cleanup(self) -> list[str]:
+        return []  # the injector's cleanup ends every booked one, held Ps too
 
 
 class ReplayMetrics:
@@ -314,10 +388,19 @@ class ReplayMetrics:
                       "the replay has no measurement of it")
             return {name: Unavailable(reason) for name in queries}
         measured = drawn.metrics
-        return {name: measured[name] if name in measured else Unavailable(
-                    f"no series: {name!r} was not recorded in this repeat of "
+        early = window.seconds < r.exp.measure.window - 1e-6
+        columns = {name: early_column(name, window.seconds) if early else name
+                   for name in queries}
+        if r.exp.chaos.scenarios:
+            scenario = r.scenario(window)
+            if scenario is None:
+                return {name: Unavailable("the replay cannot tell which scenario this window "
+                                          "was measured under") for name in queries}
+            columns = {name: qualified(column, scenario) for name, column in columns.items()}
+        return {name: measured[column] if column in measured else Unavailable(
+                    f"no series: {column!r} was not recorded in this repeat of "
                     f"{r.label(live.env)} in {r.grid.path}")
-                for name in queries}
+                for name, column in columns.items()}
 
     def close(self) -> None:
         return None

@@ -302,8 +302,10 @@ def _search(report: Report, figures: Mapping[str, Figure], metric: str) -> list[
     n = report.counts
     out: list[Block] = [
         Heading(2, "Search"),
-        Paragraph(f"{n.search_complete} of {n.budget} search trials complete, "
-                  f"{n.search_failed} failed; {n.baseline_complete} baseline repeats and "
+        Paragraph(f"{n.search_complete} of {n.budget} search trials complete"
+                  + (f" ({n.search_screened} screened out early: study.screening)"
+                     if n.search_screened else "")
+                  + f", {n.search_failed} failed; {n.baseline_complete} baseline repeats and "
                   f"{n.confirm_complete} confirmation runs complete; sampler "
                   f"{report.environment.sampler}."),
     ]

@@ -252,6 +252,8 @@ class Counts:
     confirm_complete: int
     failed: int
     running: int
+    search_screened: int = 0
+    """Search trials screened out part-way (``study.screening``), counted in search_complete."""
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
                                  and r.state == "COMPLETE"),
             failed=int(data.status["failed"]),
             running=int(data.status["running"]),
+            search_screened=sum(1 for r in search if r.state == "SCREENED"),
         ),
         evidence=evidence,
         evidence_note=note,
@@ -173,7 +174,8 @@ def _row(t: Mapping[str, Any], detail: Mapping[str, Any]) -> TrialRow:
         study=t["study"],
         number=int(t["number"]),
         kind=str(t["kind"]),
-        state=str(t["state"]),
+        # Optuna's PRUNED is our screened trial (study.screening): say it in the report's words
+        state="SCREENED" if t["state"] == "PRUNED" else str(t["state"]),
         settings=dict(t.get("settings") or {}),
         values=tuple(t["values"]) if t.get("values") else None,
         metrics=dict(t.get("metrics") or {}),

@@ -28,7 +28,7 @@ from autotune import __version__, redaction
 from autotune.clock import Clock
 from autotune.errors import NotUndone, StressNotRecovered, StudyError
 from autotune.experiment.models import Experiment, Setting
-from autotune.study import design
+from autotune.study import design, screening
 from autotune.study import storage as st
 from autotune.study.interrupts import Interrupted, StopRequest, deliver_pending, shielded
 from autotune.study.journal import Journal
@@ -39,7 +39,7 @@ from autotune.study.record import LoadCheck, TrialRecord
 from autotune.study.samplers import REPAIRED_ATTR, make_sampler, measured_everything
 from autotune.study.scenarios import qualified
 from autotune.study.space import suggest, to_env
-from autotune.study.trial import Backends, TrialContext, TrialFailed, run_phases
+from autotune.study.trial import Backends, Screened, TrialContext, TrialFailed, run_phases
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,13 @@ def is_search(t: FrozenTrial) -> bool:
     return bool(t.user_attrs.get("kind", TrialKind.SEARCH) == TrialKind.SEARCH)
 
 
+MEASURED = (TrialState.COMPLETE, TrialState.PRUNED)
+"""A search trial that ran to its end: its whole window, or screened out part-way
+(``study.screening``, stored as PRUNED). Both count against ``study.trials``."""
+
+
 def completed_search(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-               if is_search(t))
+    return sum(1 for t in study.get_trials(deepcopy=False, states=MEASURED) if is_search(t))
 
 
 def best_summary(exp: Experiment, study: optuna.Study) -> dict[str, Any] | None:
@@ -239,10 +243,14 @@ class StudyRunner:
         t0 = self.clock.monotonic()
         labels = {"app.kubernetes.io/managed-by": "autotune",
                   "autotune/study": self.exp.name, "autotune/trial": str(trial.number)}
+        screen = (screening.rule(self.exp, self._search, self._reference)
+                  if kind == TrialKind.SEARCH and self._search is not None
+                  and self._reference is not None else None)
         try:
             ctx = TrialContext(exp=self.exp, backends=self.backends, clock=self.clock,
                                labels=labels, measurement=record.measurement,
-                               on_phase=self.progress.phase, number=trial.number)
+                               on_phase=self.progress.phase, number=trial.number,
+                               screen=screen)
             metrics = run_phases(ctx, env)
             self._check_load(record, metrics)
             scored = score(self.exp, metrics)
@@ -251,6 +259,13 @@ class StudyRunner:
             record.state, record.values = "COMPLETE", list(scored.values)
             record.constraints, record.feasible = scored.violations, scored.feasible
             return scored.values[0] if len(scored.values) == 1 else scored.values
+        except Screened as e:
+            # Optuna stores the last reported value as a pruned trial's value (TPE ranks it).
+            value = sum(w * e.metrics[name] for name, w in self.exp.goals[0].terms.items())
+            trial.report(value, step=max(1, round(e.after)))
+            record.state, record.values, record.screened = "SCREENED", [value], e.reason
+            trial.set_user_attr("screened", e.reason)
+            raise optuna.TrialPruned(e.reason) from None
         except TrialFailed as e:
             record.state, record.failure = "FAIL", e.reason
             if isinstance(e.__cause__, StressNotRecovered):
@@ -344,6 +359,8 @@ class StudyRunner:
         last = get_trial(study, self._current)
         if last.state == TrialState.COMPLETE:
             self.trial_seconds.append(self.clock.monotonic() - t0)
+            self.failures_in_a_row.clear()
+        elif last.state == TrialState.PRUNED:  # screened: measured, and judged
             self.failures_in_a_row.clear()
         else:
             self.failed += 1
@@ -471,7 +488,7 @@ class StudyRunner:
         # One read for both states: between two reads a trial may go from RUNNING to COMPLETE
         # and be counted by neither (seen on PostgreSQL: 10 trials for a budget of 9).
         return sum(1 for t in search.get_trials(
-            deepcopy=False, states=[TrialState.COMPLETE, TrialState.RUNNING]) if is_search(t))
+            deepcopy=False, states=[*MEASURED, TrialState.RUNNING]) if is_search(t))
 
     def _own_baselines(self, reference: optuna.Study) -> int:
         return sum(1 for t in reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])

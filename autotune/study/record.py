@@ -97,6 +97,22 @@ class ScenarioWindow:
         })
 
 
+@dataclass
+class EarlyRead:
+    """The objective's metrics read part-way through a search trial's window (``study.screening``):
+    over the window's first ``after`` seconds, while the stress still runs."""
+
+    after: float
+    metrics: dict[str, float]
+    unavailable: dict[str, str] | None = None
+    verdict: str | None = None
+    """Why the candidate was screened out here (the trial ended); None: it went on."""
+
+    def as_attrs(self) -> dict[str, Any]:
+        return _present({"after": self.after, "metrics": self.metrics,
+                         "unavailable": self.unavailable, "verdict": self.verdict})
+
+
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -125,6 +141,8 @@ class Measurement:
     scenarios: list[ScenarioWindow] | None = None
     """With several chaos scenarios: each one's window and readings, in the order measured
     (``metrics`` then holds ``<metric>@<scenario>`` and the combination)."""
+    early: list[EarlyRead] | None = None
+    """Screening's reads part-way through the window (``study.screening``), in time order."""
 
     def as_attrs(self) -> dict[str, Any]:
         """The measurement's part of the stored record."""
@@ -142,6 +160,7 @@ class Measurement:
             "metrics": self.metrics, "unavailable": self.unavailable,
             "scenarios": (None if self.scenarios is None
                           else [w.as_attrs() for w in self.scenarios]),
+            "early": None if self.early is None else [e.as_attrs() for e in self.early],
         })
 
 
@@ -182,6 +201,8 @@ class TrialRecord:
     constraints: dict[str, float] | None = None
     feasible: bool | None = None
     failure: str | None = None
+    screened: str | None = None
+    """Why a search trial was screened out part-way (state SCREENED; ``study.screening``)."""
     finished: float | None = None
     seconds: float | None = None
 
@@ -201,7 +222,7 @@ class TrialRecord:
         out.update(_present({
             "load": None if self.load is None else self.load.as_attrs(),
             "state": self.state, "values": self.values, "constraints": self.constraints,
-            "feasible": self.feasible, "failure": self.failure,
+            "feasible": self.feasible, "failure": self.failure, "screened": self.screened,
             "finished": self.finished, "seconds": self.seconds,
         }))
         return out

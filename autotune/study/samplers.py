@@ -22,7 +22,7 @@ from autotune.study.space import grid
 REPAIRED_ATTR = "autotune:repaired_from"
 """System attr of a trial whose sampler proposal repeated a measured configuration."""
 
-_TAKEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+_TAKEN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
 
 
 def gp_available() -> bool:
@@ -133,14 +133,16 @@ class NoRepeats(optuna.samplers.BaseSampler):
 
 
 def measured_everything(exp: Experiment, study: Study) -> bool:
-    """True when a finite space has no configuration left that no search trial completed or is
-    measuring (another worker of the study, a pool's member: measured twice, it would only
-    cost a trial; should that trial fail, its worker finds the configuration free again)."""
+    """True when a finite space has no configuration left that no search trial completed (or
+    screened out), or is measuring (another worker of the study, a pool's member: measured
+    twice, it would only cost a trial; should that trial fail, its worker finds the
+    configuration free again)."""
     n = space.size(exp)
     if n is None:
         return False
     done = {space.settings_key(t.params)
             for t in study.get_trials(deepcopy=False,
-                                      states=[TrialState.COMPLETE, TrialState.RUNNING])
+                                      states=[TrialState.COMPLETE, TrialState.PRUNED,
+                                              TrialState.RUNNING])
             if t.params}
     return len(done) >= n

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from autotune.chaos.base import Blocker, Injection, Injector
 from autotune.clock import Clock
@@ -27,6 +27,7 @@ from autotune.study import diagnostics, scenarios
 from autotune.study.interrupts import shielded
 from autotune.study.record import (
     Attempt,
+    EarlyRead,
     InjectionRecord,
     MeasuredWindow,
     Measurement,
@@ -57,6 +58,27 @@ class TrialFailed(AutotuneError):
         self.reason = reason
 
 
+class Screened(Exception):
+    """The candidate was judged hopeless part-way through its window (``study.screening``); the
+    stress is removed and the trial ends. ``reason`` is the evidence, in words."""
+
+    def __init__(self, reason: str, after: float, metrics: Mapping[str, float]) -> None:
+        super().__init__(reason)
+        self.reason, self.after, self.metrics = reason, after, dict(metrics)
+
+
+class Screen(Protocol):
+    """Judges a search trial part-way through its window (``autotune.study.screening``)."""
+
+    @property
+    def checkpoints(self) -> tuple[float, ...]:
+        """Seconds into the window at which the objective's metrics are read, ascending."""
+
+    def judge(self, after: float, metrics: Mapping[str, float]) -> str | None:
+        """Why the candidate is hopeless on the first ``after`` seconds (the trial ends), or
+        None to go on."""
+
+
 PhaseListener = Callable[[str], None]
 
 
@@ -78,6 +100,9 @@ class TrialContext:
     on_phase: PhaseListener = _no_listener
     number: int = 0
     """The trial's number: it rotates the order of several scenarios."""
+    screen: Screen | None = None
+    """Reads the objective part-way through the window and may end the trial (search trials
+    under ``study.screening``; a recorded grid's short windows)."""
 
 
 class _Phases:
@@ -113,12 +138,14 @@ def measure(
     labels: Mapping[str, str],
     record: dict[str, Any],
     on_phase: PhaseListener = _no_listener,
+    screen: Screen | None = None,
 ) -> dict[str, float]:
     """``run_phases`` for callers outside the study loop (the benchmarks): ``record`` receives
     the measurement's keys as the journal stores them, also when the trial fails."""
     measurement = Measurement()
     try:
-        return run_phases(TrialContext(exp, backends, clock, labels, measurement, on_phase), env)
+        return run_phases(TrialContext(exp, backends, clock, labels, measurement, on_phase,
+                                       screen=screen), env)
     finally:
         record.update(measurement.as_attrs())
 
@@ -126,8 +153,9 @@ def measure(
 def run_phases(ctx: TrialContext, env: Env) -> dict[str, float]:
     """Run the phases for one candidate; fill ``ctx.measurement``; return the metric values.
 
-    Raises ``TrialFailed`` with the reason when no trustworthy measurement could be made.
-    Interrupts propagate (after the undo steps ran).
+    Raises ``TrialFailed`` with the reason when no trustworthy measurement could be made, and
+    ``Screened`` when ``ctx.screen`` ended the trial part-way. Interrupts propagate (after the
+    undo steps ran).
     """
     phases = _Phases(ctx.clock, ctx.measurement, ctx.on_phase)
     try:
@@ -267,11 +295,14 @@ def _stressed_window(
                              "service (nothing here can hold its Ps)")
         with phases("inject"):
             held = b.blocker.block(live, scenario.blocked_p, length + DEAD_MAN_MARGIN, labels)
+    def early(start: float, after: float) -> None:
+        _early(ctx, live, probe, start, after)
+
     failed = False
     try:
         if held is not None:
             injections.append(_injected(held, named))
-        return _window(ctx, phases, probe, pattern, length, inject, recover)
+        return _window(ctx, phases, probe, pattern, length, inject, recover, early)
     except BaseException:
         failed = True
         raise
@@ -308,8 +339,12 @@ def _window(
     ctx: TrialContext, phases: _Phases, probe: NoiseProbe | None,
     pattern: Burst | str, length: float,
     inject: Callable[[float], Injection | None], recover: Callable[[Injection | None], None],
+    early: Callable[[float, float], None],
 ) -> tuple[Window, float | None]:
+    """One stressed window; ``early(start, after)`` at each of the screen's checkpoints."""
     clock = ctx.clock
+    pending = [c for c in (ctx.screen.checkpoints if ctx.screen is not None else ())
+               if c < length]
     if not isinstance(pattern, Burst):
         with phases("inject"):
             inj = inject(length)
@@ -318,7 +353,10 @@ def _window(
             if probe is not None:
                 probe.begin()
             with phases("measure"):
-                clock.sleep(length)
+                for after in pending:
+                    clock.sleep(max(0.0, start + after - clock.now()))
+                    early(start, after)
+                clock.sleep(max(0.0, start + length - clock.now()) if pending else length)
             foreign = probe.end() if probe is not None else None
             # The nominal window: the sleep may overshoot by a millisecond, the queries must not.
             return Window(start, start + length), foreign
@@ -338,8 +376,45 @@ def _window(
             finally:
                 recover(inj)
             clock.sleep(min(cycle + pattern.every, end) - clock.now())
+            while pending and clock.now() - start >= pending[0] and clock.now() < end:
+                early(start, pending.pop(0))  # at the first cycle's end past the checkpoint
     foreign = probe.end() if probe is not None else None
     return Window(start, end), foreign
+
+
+def _early(ctx: TrialContext, live: Live, probe: NoiseProbe | None, start: float,
+           after: float) -> None:
+    """Read the objective's metrics over the window's first ``after`` seconds and let the screen
+    judge them; raise ``Screened`` when it says the candidate is hopeless. A read that fails,
+    or a host that other processes kept busy so far, is recorded and judged by nobody: the
+    trial goes on to its full window."""
+    exp, screen, m = ctx.exp, ctx.screen, ctx.measurement
+    assert screen is not None
+    names = [name for goal in exp.goals for name in goal.terms]
+    values = promql.values(live, after)
+    queries = {name: promql.render(exp.metric(name).query, values) for name in names
+               if exp.metric(name).query}
+    readings = ctx.backends.source.read(queries, Window(start, start + after), live)
+    metrics = {n: r for n, r in readings.items() if not isinstance(r, Unavailable)}
+    unavailable = {n: r.reason for n, r in readings.items() if isinstance(r, Unavailable)}
+    unavailable.update({n: "not a query (screening reads Prometheus only)" for n in names
+                        if n not in queries})
+    if probe is not None:
+        foreign, limit = probe.end(), exp.measure.noise_guard.max_foreign_cores
+        if foreign > limit:
+            unavailable["foreign_cores"] = (f"other processes used {foreign:.2f} cores so far "
+                                            f"(limit {limit:g}): not judged")
+    read = EarlyRead(after, metrics, unavailable or None)
+    if m.early is None:
+        m.early = []
+    m.early.append(read)
+    if unavailable:
+        log.info("screening at %gs not judged: %s", after, "; ".join(
+            f"{k}: {v}" for k, v in unavailable.items()))
+        return
+    read.verdict = screen.judge(after, metrics)
+    if read.verdict is not None:
+        raise Screened(read.verdict, after, metrics)
 
 
 def _read(ctx: TrialContext, live: Live, window: Window) -> dict[str, float]:

@@ -174,7 +174,10 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     exp = _local_experiment(tmp_path, measure={
         "warmup": "2s", "window": "5s", "schedtrace": True,
-        "noise_guard": {"max_foreign_cores": 1.5, "retries": 1}})
+        "noise_guard": {"max_foreign_cores": 1.5, "retries": 1}},
+        # judged but never screened (1000x): the short read from the real Prometheus works
+        study={"trials": 2, "sampler": "random", "seed": 5,
+               "screening": {"after": "4s", "factor": 1000}})
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(exp), "--plain", "--no-confirm"]) == 0
     out = capsys.readouterr().out
@@ -216,8 +219,12 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         assert 4 <= runnable["summary"]["samples"] <= 7, runnable
         assert runnable["summary"]["runq_total_p999"] == max(runnable["series"]["runnable"])
         assert "fired" in runnable["overflow"]
+    for rec in records[1:]:  # search trials: p99 over the window's first 4 s, read live
+        [early] = rec["early"]
+        assert early["after"] == 4 and "unavailable" not in early and "verdict" not in early
+        assert 0 < early["metrics"]["p99_latency"] < 5
     baseline = records[0]
-    assert baseline["kind"] == "baseline"
+    assert baseline["kind"] == "baseline" and "early" not in baseline
     # GOMAXPROCS unset under a 1-CPU quota: Go >= 1.25 picks max(2, ceil(1)) = 2.
     assert baseline["live"]["gomaxprocs_effective"] == 2
     assert _ours_alive(tmp_path) == []

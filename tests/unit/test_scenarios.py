@@ -267,3 +267,62 @@ def test_a_storm_that_stalled_the_load_is_not_averaged_away(tmp_path: Path) -> N
     stalled = {"rate": 94.0, "rate@quiet": 100.0, "rate@noisy": 82.0, "rate@held": 100.0}
     with pytest.raises(TrialFailed, match=r"load not comparable under noisy: rate was 82/s"):
         runner._check_load(record, stalled)
+
+
+REPLAYED = """order,config,repeat,state,failure,seconds,overhead_s,p99,p99@quiet,p99@noisy,p99@held
+0,GOMAXPROCS=2,0,COMPLETE,,40,1,0.030,0.005,0.010,0.030
+1,GOMAXPROCS=6,0,COMPLETE,,40,1,0.012,0.008,0.012,0.009
+2,GOMAXPROCS=8,0,COMPLETE,,40,1,0.020,0.006,0.020,0.015
+"""
+
+
+def replay_exp(tmp: Path, **change: Any) -> Experiment:
+    grid = tmp / "storms.csv"
+    grid.write_text(REPLAYED)
+    return parse_experiment(yaml.safe_dump({
+        **DOC, "target": {"replay": {"grid": str(grid)}},
+        "parameters": [{"name": "GOMAXPROCS", "type": "int", "values": [2, 6, 8]}],
+        "metrics": {"p99": "p99"},
+        "study": {"trials": 2, "sampler": "random", "seed": 1, "early_stop": None,
+                  "design": {"prior": False, "points": 0},
+                  "enqueue": [{"GOMAXPROCS": 2}, {"GOMAXPROCS": 6}]}, **change}))
+
+
+def test_a_replay_answers_each_window_from_its_own_scenarios_columns(tmp_path: Path) -> None:
+    from autotune.platforms.replay import Replay, ReplayGrid
+
+    exp = replay_exp(tmp_path)
+    assert exp.target.replay is not None
+    clock = FakeClock()
+    replay = Replay(exp, ReplayGrid.load(exp.target.replay.grid), clock, seed=1)
+    journal = Journal(tmp_path / "trials.jsonl")
+    runner = StudyRunner(exp, replay.backends(), clock=clock, progress=Silent(),
+                         journal=journal, experiment_hash="t")
+    runner.run(open_for_run(exp, f"sqlite:///{tmp_path}/study.db"), exp.study.trials)
+    rows = {r["settings"]["GOMAXPROCS"]: r for r in journal.entries() if r["kind"] == "search"}
+    assert rows[2]["metrics"]["p99@held"] == 0.030 and rows[2]["metrics"]["p99@quiet"] == 0.005
+    for g, recorded in ((2, (0.005, 0.010, 0.030)), (6, (0.008, 0.012, 0.009))):
+        windows = {w["name"]: w["metrics"]["p99"] for w in rows[g]["scenarios"]}
+        # each window in its own place in the order, answered from its own column
+        assert (windows["quiet"], windows["noisy"], windows["held"]) == recorded
+        assert rows[g]["metrics"]["p99"] == max(recorded)  # worst
+    assert replay.active == {}  # every booked stress and held P ended
+
+
+def test_a_replay_cannot_tell_two_quiet_scenarios_apart() -> None:
+    doc = {**DOC, "target": {"replay": {"grid": "x.csv"}}, "metrics": {"p99": "p99"},
+           "chaos": {"scenarios": [{"name": "a"}, {"name": "b"},
+                                   {"name": "c", "stress": {"workers": 1}}]}}
+    with pytest.raises(ExperimentError, match="tells quiet scenarios apart by nothing"):
+        parse_experiment(yaml.safe_dump(doc))
+
+
+def test_a_replay_grid_without_a_scenarios_column_is_refused(tmp_path: Path) -> None:
+    from autotune.errors import TargetError
+    from autotune.platforms.replay import Replay, ReplayGrid
+
+    exp = replay_exp(tmp_path)
+    grid = tmp_path / "storms.csv"
+    grid.write_text(REPLAYED.replace("p99@held", "p99@other"))
+    with pytest.raises(TargetError, match="p99@held"):
+        Replay(exp, ReplayGrid.load(grid), FakeClock())

@@ -132,9 +132,14 @@ def _source(exp: Experiment, clock: Clock, target: DeploymentTarget) -> Promethe
     except MetricsError as e:
         # Never the private Prometheus's 1 s: every wait and the window rule would be wrong.
         raise ExperimentError([str(e)]) from None
-    problem = source.check_window(exp.measure.window)
-    if problem is not None:
-        raise ExperimentError([problem])
+    screening = exp.study.screening
+    problems = [p for p in (
+        source.check_window(exp.measure.window),
+        # screening reads the window's first seconds as a window of their own
+        source.check_window(screening.after, "study.screening.after") if screening else None,
+    ) if p is not None]
+    if problems:
+        raise ExperimentError(problems)
     versions = source.go_versions(scope) if scope else []
     if versions:  # the nightly fingerprint's Go version: what the running pods report
         target.facts["go_version"] = ", ".join(versions)

@@ -73,11 +73,14 @@ def stalled(points: Sequence[SearchPoint], *, patience: int, noise: float,
 
 def search_points(exp: Experiment, search: optuna.Study) -> list[SearchPoint]:
     out = []
-    for t in sorted(search.get_trials(deepcopy=False, states=[TrialState.COMPLETE]),
+    # A screened trial (PRUNED, ``study.screening``) did not improve anything.
+    for t in sorted(search.get_trials(deepcopy=False,
+                                      states=[TrialState.COMPLETE, TrialState.PRUNED]),
                     key=lambda t: t.number):
         if t.user_attrs.get("kind", TrialKind.SEARCH) != TrialKind.SEARCH or not t.values:
             continue
-        feasible = all(v <= 0 for k, v in t.constraints.items())
+        feasible = (t.state == TrialState.COMPLETE
+                    and all(v <= 0 for k, v in t.constraints.items()))
         out.append(SearchPoint(t.number, float(t.values[0]) if feasible else None,
                                str(t.user_attrs.get("origin", "sampler"))))
     return out
