@@ -7,9 +7,10 @@ Then summarise (table, repeat spread, best/worst, baseline, per-trial overhead):
 
     python benchmarks/grid_local.py --summarize results/grid.csv
 
---early 3,5,8 also reads the objective over each window's first 3, 5 and 8 seconds while the
+--early 3,5,8 also reads every metric over each window's first 3, 5 and 8 seconds while the
 stress runs, as screening does (``study.screening``), into columns ``<metric>_first_<N>s``: what
-the whole-run replay screens on.
+the whole-run replay screens on, and what it answers a shorter window from
+(``target.replay.window``, ``whole_run.py --window``).
 
 An experiment with several chaos scenarios (experiments/robust.yaml) measures every scenario in
 each trial, as a study does: the CSV holds ``<metric>@<scenario>`` per scenario, which the
@@ -87,10 +88,13 @@ def points(exp: Experiment, subset: dict[str, list[str]], named: Sequence[Point]
 
 
 class Recorder:
-    """A screen that judges nothing: the early reads are only recorded (``--early``)."""
+    """A screen that judges nothing: the early reads are only recorded (``--early``). It reads
+    every metric, so that a replay can also answer a shorter window (``target.replay.window``)
+    from these columns."""
 
-    def __init__(self, checkpoints: Sequence[float]) -> None:
+    def __init__(self, checkpoints: Sequence[float], reads: Sequence[str]) -> None:
         self.checkpoints = tuple(sorted(checkpoints))
+        self.reads = tuple(reads)
 
     def judge(self, after: float, metrics: Mapping[str, float]) -> str | None:
         return None
@@ -134,9 +138,9 @@ def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list
     metric_names = list(exp.metrics)
     metric_names += [qualified(name, sc.name) for sc in exp.chaos.scenarios
                      for name in exp.metrics]
-    objective = [name for goal in exp.goals for name in goal.terms]
-    early_names = [early_column(n, a) for a in sorted(early) for n in objective]
-    screen = Recorder(early) if early else None
+    queried = [name for name, metric in exp.metrics.items() if metric.query]
+    early_names = [early_column(n, a) for a in sorted(early) for n in queried]
+    screen = Recorder(early, queried) if early else None
     with out.open("w", newline="") as f, signals_as_exceptions():
         writer = csv.DictWriter(f, fieldnames=FIELDS + metric_names + early_names)
         writer.writeheader()

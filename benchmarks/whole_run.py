@@ -20,10 +20,16 @@ Correctness against the grid's ground truth (the median of every recorded repeat
     .venv/bin/python -m benchmarks.whole_run --fixed    # the fixed confirmation rounds
     .venv/bin/python -m benchmarks.whole_run --screening 5   # study.screening {after: 5s}
 
-With ``--screening`` a grid that did not record the objective over the window's first seconds
-(``grid_local.py --early``) is not played: its row says so. "screened" is the median number of
-screened search trials; "lost" counts screened trials, over all seeds, whose configuration is
-truly within 10% of the best (a screen that threw away a winner).
+``--window 8`` measures every window over its first 8 s only: the replay answers each read
+from the grid's ``<metric>_first_8s`` columns (``target.replay.window``), and each trial costs
+8 s of window instead of the recorded one. The truth stays the median of the full recorded
+windows, so a shorter window is right only when its noisier reads still pick what the longer
+ones would have.
+
+With ``--screening`` or ``--window`` a grid that did not record the metrics over the window's
+first seconds (``grid_local.py --early``) is not played: its row says so. "screened" is the
+median number of screened search trials; "lost" counts screened trials, over all seeds, whose
+configuration is truly within 10% of the best (a screen that threw away a winner).
 
 Not a test: it prints a table for a human, and writes every run to --out (JSON).
 """
@@ -133,6 +139,8 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
         after, factor = options.pop("screening")
         study["screening"] = Screening(after=after, factor=factor)
     update: dict[str, Any] = {"study": exp.study.model_copy(update=study)}
+    if "window" in options:
+        update.update(shorter_window(exp, options.pop("window")))
     if "baseline_repeats" in options:
         update["baseline"] = exp.baseline.model_copy(
             update={"repeats": options.pop("baseline_repeats")})
@@ -211,13 +219,26 @@ def summary(path: Path, runs: Sequence[Outcome]) -> dict[str, Any]:
     }
 
 
-def unrecorded(path: Path, after: float) -> str | None:
-    """Why a grid cannot play screening at ``after`` seconds, or None."""
+def shorter_window(exp: Experiment, seconds: float) -> dict[str, Any]:
+    """The experiment updates that measure every window over its first ``seconds`` only: the
+    replay answers them from the grid's first-seconds columns (``target.replay.window``)."""
+    assert exp.target.replay is not None
+    replay = exp.target.replay.model_copy(update={"window": exp.measure.window})
+    return {"measure": exp.measure.model_copy(update={"window": seconds}),
+            "target": exp.target.model_copy(update={"replay": replay})}
+
+
+def unrecorded(path: Path, after: float | None, window: float | None) -> str | None:
+    """Why a grid cannot play screening at ``after`` seconds or a window of ``window``
+    seconds, or None."""
     exp, _ = load_experiment(path)
     assert exp.target.replay is not None
     grid = ReplayGrid.load(exp.target.replay.grid)
-    missing = [early_column(n, after) for goal in exp.goals for n in goal.terms
-               if early_column(n, after) not in grid.metrics]
+    wanted = [early_column(n, after) for goal in exp.goals for n in goal.terms] \
+        if after is not None else []
+    if window is not None:
+        wanted += [early_column(n, window) for n in sorted(exp.required_metrics)]
+    missing = [c for c in wanted if c not in grid.metrics]
     return f"not recorded (no column {', '.join(missing)})" if missing else None
 
 
@@ -259,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="set study.screening.after (grids that recorded it only)")
     parser.add_argument("--factor", type=float, default=3.0,
                         help="study.screening.factor with --screening")
+    parser.add_argument("--window", type=float, default=None, metavar="SECONDS",
+                        help="measure every window over its first SECONDS only (grids that "
+                             "recorded them: grid_local.py --early); the truth stays the "
+                             "recorded full windows'")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("results/whole-run.json"))
     args = parser.parse_args(argv)
@@ -274,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     skipped: dict[Path, str] = {}
     if args.screening is not None:
         options["screening"] = (args.screening, args.factor)
-        skipped = {p: why for p in paths if (why := unrecorded(p, args.screening))}
+    if args.window is not None:
+        options["window"] = args.window
+    if args.screening is not None or args.window is not None:
+        skipped = {p: why for p in paths
+                   if (why := unrecorded(p, args.screening, args.window))}
     work = [(p, seed, options) for p in paths if p not in skipped
             for seed in range(args.seeds)]
     t0 = time.perf_counter()

@@ -441,6 +441,13 @@ class ReplayTarget(Model):
         default=None, gt=0,
         description="the CPU limit of the service the grid was recorded on (the initial "
                     "design's Go-aware prior starts from it); unknown when absent")
+    window: Duration | None = Field(
+        default=None, gt=0,
+        description="the measurement window the grid was recorded with, when it is longer than "
+                    "measure.window: each window of the replay then answers from the grid's "
+                    "<metric>_first_<measure.window>s columns (grid_local.py --early), the "
+                    "same trials read over their first seconds. Absent: the grid was recorded "
+                    "with measure.window")
 
 
 class Target(Model):

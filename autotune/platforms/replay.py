@@ -9,9 +9,12 @@ the grid lacks reads as ``Unavailable``, so its trial fails with the reason inst
 an invented value. The values were recorded under the grid's own stress: the replay does not
 model a different ``chaos`` section.
 
-A read over a shorter window than the experiment's (screening's, ``study.screening``) answers
-from the repeat's ``<metric>_first_<N>s`` column (``grid_local.py --early N``), read live in the
-same trial: a grid without it leaves the screen nothing to judge.
+A read over a shorter window than the recorded one answers from the repeat's
+``<metric>_first_<N>s`` column (``grid_local.py --early N``), read live in the same trial: a
+grid without it leaves the screen (``study.screening``) nothing to judge. The recorded window is
+``measure.window``, or ``target.replay.window`` when the experiment measures a shorter window than
+the grid did: its every window is then answered from the first seconds of the recorded ones, so
+one recording answers "what would a shorter window have decided?".
 
 Time is the injected clock's. Applying a configuration waits the drawn repeat's recorded
 ``overhead_s`` (restart, readiness and scrape lag beyond the warm-up and window: the grid's
@@ -170,7 +173,15 @@ class Replay:
     def __init__(self, exp: Experiment, grid: ReplayGrid, clock: Clock,
                  seed: int | None = None) -> None:
         self.exp, self.grid, self.clock, self.seed = exp, grid, clock, seed
-        needed = set(exp.required_metrics)
+        spec = exp.target.replay
+        self.recorded_window = spec.window if spec is not None and spec.window is not None \
+            else exp.measure.window
+        """The window the grid's plain columns were measured over."""
+        if exp.measure.window > self.recorded_window + 1e-6:
+            raise TargetError(f"measure.window ({exp.measure.window:g}s) is longer than the "
+                              f"window the grid was recorded with (target.replay.window "
+                              f"{self.recorded_window:g}s): a replay cannot lengthen a measurement")
+        needed = {self.column(m) for m in exp.required_metrics}
         for scenario in exp.chaos.scenarios:
             needed |= {qualified(split(m)[0], scenario.name) for m in exp.required_metrics}
         missing = sorted(needed - set(grid.metrics))
@@ -226,6 +237,12 @@ class Replay:
         storm = self.storms.get(inj_id)
         if storm is not None and storm.end is None:
             storm.end = self.clock.now()
+
+    def column(self, metric: str, seconds: float | None = None) -> str:
+        """The grid column answering ``metric`` over a window of ``seconds`` (the experiment's
+        window when None): its first-seconds column when shorter than the recorded window."""
+        seconds = self.exp.measure.window if seconds is None else seconds
+        return early_column(metric, seconds) if seconds < self.recorded_window - 1e-6 else metric
 
     def scenario(self, window: Window) -> str | None:
         """The scenario ``window`` was measured under (module doc); None without scenarios or
@@ -388,9 +405,7 @@ class ReplayMetrics:
                       "the replay has no measurement of it")
             return {name: Unavailable(reason) for name in queries}
         measured = drawn.metrics
-        early = window.seconds < r.exp.measure.window - 1e-6
-        columns = {name: early_column(name, window.seconds) if early else name
-                   for name in queries}
+        columns = {name: r.column(name, window.seconds) for name in queries}
         if r.exp.chaos.scenarios:
             scenario = r.scenario(window)
             if scenario is None:

@@ -58,6 +58,10 @@ class Rule:
         return (self.after,)
 
     @property
+    def reads(self) -> tuple[str, ...]:
+        return tuple(self.terms)
+
+    @property
     def threshold(self) -> float:
         return self.incumbent * self.factor if self.minimize else self.incumbent / self.factor
 

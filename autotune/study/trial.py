@@ -72,7 +72,12 @@ class Screen(Protocol):
 
     @property
     def checkpoints(self) -> tuple[float, ...]:
-        """Seconds into the window at which the objective's metrics are read, ascending."""
+        """Seconds into the window at which the metrics are read, ascending."""
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The metrics read at each checkpoint: at least the objective's (a recording reads
+        more, so that a replay can answer a shorter window from them)."""
 
     def judge(self, after: float, metrics: Mapping[str, float]) -> str | None:
         """Why the candidate is hopeless on the first ``after`` seconds (the trial ends), or
@@ -384,13 +389,13 @@ def _window(
 
 def _early(ctx: TrialContext, live: Live, probe: NoiseProbe | None, start: float,
            after: float) -> None:
-    """Read the objective's metrics over the window's first ``after`` seconds and let the screen
+    """Read the screen's metrics over the window's first ``after`` seconds and let the screen
     judge them; raise ``Screened`` when it says the candidate is hopeless. A read that fails,
     or a host that other processes kept busy so far, is recorded and judged by nobody: the
     trial goes on to its full window."""
     exp, screen, m = ctx.exp, ctx.screen, ctx.measurement
     assert screen is not None
-    names = [name for goal in exp.goals for name in goal.terms]
+    names = list(screen.reads)
     values = promql.values(live, after)
     queries = {name: promql.render(exp.metric(name).query, values) for name in names
                if exp.metric(name).query}

@@ -304,3 +304,44 @@ def test_a_grid_without_a_metric_the_objective_needs_is_refused(
     path.write_text("order,config,repeat,state,p99_latency\n0,GOMAXPROCS=1 GOGC=100,0,COMPLETE,1\n")
     with pytest.raises(TargetError, match=r"no column for the metric\(s\) error_rate"):
         Replay(exp, ReplayGrid.load(path), FakeClock())
+
+
+SHORT = ("order,config,repeat,state,failure,seconds,overhead_s,p99_latency,error_rate,"
+         "p99_latency_first_5s,error_rate_first_5s\n"
+         "0,GOMAXPROCS=1 GOGC=100,0,COMPLETE,,21,2,0.010,0.0,0.030,0.02\n")
+
+
+def _shorter(exp: Experiment, window: str) -> Experiment:
+    doc = exp.model_dump(mode="json", exclude_none=True)
+    return parse_experiment(json.dumps({
+        **doc, "measure": {**doc["measure"], "window": window},
+        "target": {"replay": {"grid": "unused.csv", "window": "15s"}}}))
+
+
+def test_a_shorter_window_is_answered_from_the_first_seconds_of_the_recorded_ones(
+    tmp_path: Path, exp: Experiment
+) -> None:
+    path = tmp_path / "grid.csv"
+    path.write_text(SHORT)
+    short = _shorter(exp, "5s")
+    replay = Replay(short, ReplayGrid.load(path), FakeClock(), seed=1)
+    before = replay.clock.monotonic()
+    metrics = measure(short, replay.backends(), _env(1, 100), clock=replay.clock, labels={},
+                      record={})
+    # The first 5 s of the recorded 15 s window, constraint included (0.02 > 0.01 would fail a
+    # constraint the full window met), never the full window's values.
+    assert (metrics["p99_latency"], metrics["error_rate"]) == (0.030, 0.02)
+    # It costs the recorded overhead, the warm-up and the shorter window only.
+    assert 2 + 4 + 5 <= replay.clock.monotonic() - before < 2 + 4 + 5 + 5
+
+
+def test_a_window_the_grid_cannot_answer_is_refused_before_anything_starts(
+    tmp_path: Path, exp: Experiment
+) -> None:
+    path = tmp_path / "grid.csv"
+    path.write_text(SHORT)
+    with pytest.raises(TargetError, match=r"no column for the metric\(s\) error_rate_first_8s"):
+        Replay(_shorter(exp, "8s"), ReplayGrid.load(path), FakeClock())
+    longer = _shorter(exp, "20s")
+    with pytest.raises(TargetError, match="cannot lengthen a measurement"):
+        Replay(longer, ReplayGrid.load(path), FakeClock())
