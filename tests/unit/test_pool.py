@@ -107,12 +107,32 @@ def test_three_members_share_the_budget_and_each_measures_the_baseline(tmp_path:
     exp = parse_experiment(yaml.safe_dump(DOC))
     pool = members(tmp_path, exp, 3)
     slow = pool[0].backends.target.apply
+    searching = threading.Event()
+    """Set when the slow member applies its first search candidate (its third apply)."""
+    calls = {m.name: 0 for m in pool}
 
     def slow_apply(env: dict[str, str | None]) -> Live:
-        time.sleep(0.2)  # a slower member: the others must not measure its baseline repeats
+        calls["copy-0"] += 1
+        if calls["copy-0"] <= 2:
+            time.sleep(0.2)  # a slower member: the others must not measure its baseline repeats
+        else:
+            searching.set()
         return slow(env)
 
+    def waiting(name: str, apply: Any) -> Any:
+        def wait_then_apply(env: dict[str, str | None]) -> Live:
+            calls[name] += 1
+            if calls[name] == 3:
+                # Without this, on a loaded host the fast members can finish the whole budget
+                # while the slow one still measures its baseline, and "every member measured
+                # a search trial" would depend on the host's speed.
+                searching.wait(timeout=60)
+            return apply(env)
+        return wait_then_apply
+
     pool[0].backends.target.apply = slow_apply  # type: ignore[method-assign]
+    for m in pool[1:]:
+        m.backends.target.apply = waiting(m.name, m.backends.target.apply)  # type: ignore[method-assign]
     result, records = run(tmp_path, pool, exp)
     search = [r for r in records if r["kind"] == "search"]
     assert [r["state"] for r in search] == ["COMPLETE"] * 9  # exactly the budget, not over

@@ -345,3 +345,37 @@ def test_a_window_the_grid_cannot_answer_is_refused_before_anything_starts(
     longer = _shorter(exp, "20s")
     with pytest.raises(TargetError, match="cannot lengthen a measurement"):
         Replay(longer, ReplayGrid.load(path), FakeClock())
+
+
+def test_the_whole_run_at_a_shorter_window_is_judged_against_the_full_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import whole_run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(REPLAY)
+    # (full 15 s window, first 5 s): the first seconds mislead, GOMAXPROCS=2 GOGC=400 looks
+    # best in them and is the worst in full; GOMAXPROCS=1 GOGC=400 is the true best.
+    rows = {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.010), "GOMAXPROCS=1 GOGC=100": (0.012, 0.012),
+            "GOMAXPROCS=1 GOGC=400": (0.005, 0.012), "GOMAXPROCS=2 GOGC=100": (0.014, 0.014),
+            "GOMAXPROCS=2 GOGC=400": (0.015, 0.0049)}
+    lines = ["order,config,repeat,state,failure,seconds,overhead_s,p99_latency,error_rate,"
+             "p99_latency_first_5s,error_rate_first_5s"]
+    for config, (full, first) in rows.items():
+        for i, jitter in enumerate((1.0, 1.01, 0.99)):
+            lines.append(f"{len(lines)},{config},{i},COMPLETE,,21.5,2.5,{full * jitter},0,"
+                         f"{first * jitter},0")
+    (tmp_path / "grid.csv").write_text("\n".join(lines) + "\n")
+
+    full = whole_run.run_one(tmp_path / "exp.yaml", 0, {})
+    short = whole_run.run_one(tmp_path / "exp.yaml", 0, {"window": 5.0})
+    assert (full.chosen, full.correct) == ("GOMAXPROCS=1 GOGC=400", True)
+    # The 5 s window believes its first seconds; the verdict is scored by the full windows.
+    assert (short.verdict, short.chosen, short.correct, short.within) == (
+        "adopt", "GOMAXPROCS=2 GOGC=400", False, False)
+    assert short.true_value == pytest.approx(0.015)
+    # 2.5 s overhead + 4 s warm-up + 5 s window per trial.
+    trials = short.search + short.confirm + short.baseline
+    assert trials * 11.5 <= short.simulated_s < trials * 11.5 + 30
+    # A grid without the columns is not played, and says why.
+    assert "error_rate_first_8s" in str(whole_run.unrecorded(tmp_path / "exp.yaml", None, 8.0))
