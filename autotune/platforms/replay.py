@@ -183,7 +183,8 @@ class Replay:
                               f"{self.recorded_window:g}s): a replay cannot lengthen a measurement")
         needed = {self.column(m) for m in exp.required_metrics}
         for scenario in exp.chaos.scenarios:
-            needed |= {qualified(split(m)[0], scenario.name) for m in exp.required_metrics}
+            needed |= {qualified(self.column(split(m)[0]), scenario.name)
+                       for m in exp.required_metrics}
         missing = sorted(needed - set(grid.metrics))
         if missing:
             # Every trial would fail on them: refuse before the first one.
