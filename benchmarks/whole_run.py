@@ -53,6 +53,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from autotune.clock import FakeClock
+from autotune.errors import TargetError
 from autotune.evidence.significance import PRACTICAL
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Experiment, Screening
@@ -223,7 +224,9 @@ def shorter_window(exp: Experiment, seconds: float) -> dict[str, Any]:
     """The experiment updates that measure every window over its first ``seconds`` only: the
     replay answers them from the grid's first-seconds columns (``target.replay.window``)."""
     assert exp.target.replay is not None
-    replay = exp.target.replay.model_copy(update={"window": exp.measure.window})
+    # The grid's own window: a grid file may already replay a shorter window than recorded.
+    recorded = exp.target.replay.window or exp.measure.window
+    replay = exp.target.replay.model_copy(update={"window": recorded})
     return {"measure": exp.measure.model_copy(update={"window": seconds}),
             "target": exp.target.model_copy(update={"replay": replay})}
 
@@ -234,11 +237,16 @@ def unrecorded(path: Path, after: float | None, window: float | None) -> str | N
     exp, _ = load_experiment(path)
     assert exp.target.replay is not None
     grid = ReplayGrid.load(exp.target.replay.grid)
-    wanted = [early_column(n, after) for goal in exp.goals for n in goal.terms] \
-        if after is not None else []
     if window is not None:
-        wanted += [early_column(n, window) for n in sorted(exp.required_metrics)]
-    missing = [c for c in wanted if c not in grid.metrics]
+        exp = exp.model_copy(update=shorter_window(exp, window))
+        try:  # the replay's own check: the columns its every window needs, scenarios included
+            Replay(exp, grid, FakeClock())
+        except TargetError as e:
+            return f"not recorded ({e})"
+    if after is None:
+        return None
+    missing = [early_column(n, after) for goal in exp.goals for n in goal.terms
+               if early_column(n, after) not in grid.metrics]
     return f"not recorded (no column {', '.join(missing)})" if missing else None
 
 

@@ -301,7 +301,8 @@ class ReplayService:
             "configurations": len(r.configs),
             "measurements": sum(len(v) for v in r.configs.values()),
             "outside_space": r.outside, "failed_rows": r.grid.skipped,
-            "overhead_median_s": round(r.grid.overhead, 3)}
+            "overhead_median_s": round(r.grid.overhead, 3),
+            "recorded_window_s": r.recorded_window}
         # The CPU limit the grid was recorded with is a fact of the recording, which the initial
         # design's prior needs: target.replay.cpus, or the local target a benchmark replays.
         target = r.exp.target

@@ -126,7 +126,7 @@ def test_three_members_share_the_budget_and_each_measures_the_baseline(tmp_path:
                 # Without this, on a loaded host the fast members can finish the whole budget
                 # while the slow one still measures its baseline, and "every member measured
                 # a search trial" would depend on the host's speed.
-                searching.wait(timeout=60)
+                assert searching.wait(timeout=60), "copy-0 never reached a search trial"
             return apply(env)
         return wait_then_apply
 

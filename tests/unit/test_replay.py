@@ -379,3 +379,13 @@ def test_the_whole_run_at_a_shorter_window_is_judged_against_the_full_windows(
     assert trials * 11.5 <= short.simulated_s < trials * 11.5 + 30
     # A grid without the columns is not played, and says why.
     assert "error_rate_first_8s" in str(whole_run.unrecorded(tmp_path / "exp.yaml", None, 8.0))
+
+
+def test_a_grid_file_that_already_replays_a_shorter_window_keeps_its_recorded_one(
+    exp: Experiment
+) -> None:
+    from benchmarks import whole_run
+
+    ten = _shorter(exp, "10s")  # recorded at 15 s, replayed at 10 s
+    update = whole_run.shorter_window(ten, 8.0)
+    assert (update["measure"].window, update["target"].replay.window) == (8.0, 15.0)
