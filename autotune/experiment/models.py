@@ -929,7 +929,7 @@ class Study(Model):
         default=5, ge=1, description="stop the study after this many failed trials in a row"
     )
     early_stop: Count | None = Field(
-        default=2, ge=1, le=1000,
+        default=3, ge=1, le=1000,
         description="the search's stop rule: stop once this many sampler-chosen trials in a "
                     "row have not improved the best by more than the baseline repeats' "
                     "relative range, so study.trials is a ceiling "
