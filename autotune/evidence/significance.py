@@ -59,6 +59,12 @@ FALLBACK_MARGIN = 0.20
 DEFAULT_SEED = 0
 POWER_SHRINK = 1.96 / (1.96 + 0.84)
 """z(97.5%) / (z(97.5%) + z(80%)): the half-width that gives an 80% chance to decide."""
+MANY_REPEATS = 50
+"""Above this (``baseline.repeats``' own ceiling) the repeat estimate is no plan. The 1/sqrt(n)
+rule assumes a spread that shrinks smoothly with n; an interval blown open by one or a few runs
+far from the rest does not (resamples that draw them often enough move the median): one
+throttled 10 s window at 86 ms among 4-5 ms gave -1357% .. +33% and "about 11228 repeats"
+(docs/measurements/demo-2026-12-03b.txt), where a few more runs let the median outvote it."""
 METHOD = (f"percentile bootstrap ({RESAMPLES} resamples, each group resampled independently) "
           f"of the relative improvement of the median; {CONFIDENCE:.0%} interval")
 
@@ -252,9 +258,16 @@ def _adopt_reason(e: Evidence, confirmed: bool) -> str:
 def _unclear_reason(e: Evidence, confirmed: bool) -> str:
     c = e.comparisons[0]
     text = f"too noisy to decide: {e.id}: {describe(c)}"
-    more = (f"about {c.repeats_needed} repeats per configuration would settle it "
-            "(the interval's half-width shrinks as 1/sqrt(n))" if c.repeats_needed else
-            "at least 2 repeats per configuration are needed to estimate the noise")
+    if c.repeats_needed is None:
+        more = "at least 2 repeats per configuration are needed to estimate the noise"
+    elif c.repeats_needed > MANY_REPEATS:
+        more = (f"the 1/sqrt(n) rule asks for {c.repeats_needed} repeats per configuration, "
+                "more than any study runs: look for one or a few runs far from the rest (the "
+                "report lists every run; a throttled window, say), which a few more runs let "
+                "the median outvote")
+    else:
+        more = (f"about {c.repeats_needed} repeats per configuration would settle it "
+                "(the interval's half-width shrinks as 1/sqrt(n))")
     if confirmed:
         return f"{text}; {more}"
     return (f"{text}; it was measured only during the search, where the best of many single "

@@ -12,6 +12,7 @@ import yaml
 
 from autotune.clock import FakeClock
 from autotune.experiment import parse_experiment
+from autotune.experiment.models import Study
 from autotune.study.night import budget, drift, early_stop, fingerprint, records
 from autotune.study.night.early_stop import SearchPoint
 from autotune.study.storage import open_for_run
@@ -147,6 +148,18 @@ def test_no_stop_without_a_feasible_best_before_the_window_or_too_few_trials() -
 def test_infeasible_trials_never_improve_the_best() -> None:
     assert early_stop.stalled(_points([5.0, None, None, None], "qsss"), patience=3, noise=0.0,
                               minimize=True) is not None
+
+
+def test_by_default_two_sampler_trials_without_improvement_do_not_stop_the_search() -> None:
+    # The 2026-12-02 demo grid (docs/measurements/early-stop-2026-12-03.txt): the prior's lucky
+    # low draw (7.91 ms, its other repeat 23.7), the design, then two sampler trials that do not
+    # beat it by the baseline's 48% noise. With K = 2 the search stopped here, before the true
+    # best (GOMAXPROCS=4 GOGC=400) in 2 runs of 3; the default waits for a third.
+    k = Study.model_fields["early_stop"].default
+    points = _points([7.91, 8.59, 103.4, 13.8, 15.4, 11.9], "qqqqss")
+    assert early_stop.stalled(points, patience=k, noise=0.48, minimize=True) is None
+    third = _points([7.91, 8.59, 103.4, 13.8, 15.4, 11.9, 9.1], "qqqqsss")
+    assert early_stop.stalled(third, patience=k, noise=0.48, minimize=True) is not None
 
 
 def test_noise_is_the_relative_range_of_the_repeats() -> None:

@@ -191,3 +191,17 @@ def test_fewer_runs_than_min_runs_decide_nothing() -> None:
     worse = sig.compare([3.0, 3.1], baseline, metric="p99", direction="minimize",
                         confidence=1 - 0.05 / 3, min_runs=3)
     assert worse.outcome == "not better"
+
+
+def test_an_interval_blown_open_by_one_run_is_not_answered_with_a_repeat_count() -> None:
+    # make demo, 2026-12-03 run 2: the leader's fourth window caught its cgroup throttled (86 ms
+    # among 4-5 ms); the verdict had said "about 11228 repeats ... would settle it".
+    leader = [0.004707, 0.004997, 0.00407, 0.08607]
+    baseline = [0.006257, 0.005907, 0.006036, 0.005723, 0.005971]
+    c = sig.compare(leader, baseline, metric="p99", direction="minimize", confidence=0.9833,
+                    min_runs=3)
+    assert c.outcome == "unclear"
+    assert c.repeats_needed is not None and c.repeats_needed > sig.MANY_REPEATS
+    d = sig.decide([sig.Evidence("#1", (c,), True, 4)], confirmed=True)
+    assert d.verdict == "inconclusive"
+    assert "far from the rest" in d.reason and "would settle it" not in d.reason
