@@ -28,7 +28,8 @@ For ``unclear`` the repeats that would settle it are estimated by scaling the in
 half-width with 1/sqrt(n) around the same point estimate ``r``: the outcome is decided once the
 half-width drops below ``max(r, PRACTICAL - r)`` (then either low > 0 or high < PRACTICAL). Aimed
 at exactly that, a new sample would decide only half the time, so the target half-width is
-shrunk by 1.96 / (1.96 + 0.84), the usual 80%-power factor (about twice the repeats).
+shrunk by 1.96 / (1.96 + 0.84), the usual 80%-power factor (about twice the repeats). Above
+``MANY_REPEATS`` the verdict gives no plan from it but says what the number means.
 
 Without confirmation runs (a candidate measured once during the search) the candidate borrows
 the baseline's relative noise (``borrow_noise``) and must clear ``FALLBACK_MARGIN`` (20%): the
@@ -60,11 +61,11 @@ DEFAULT_SEED = 0
 POWER_SHRINK = 1.96 / (1.96 + 0.84)
 """z(97.5%) / (z(97.5%) + z(80%)): the half-width that gives an 80% chance to decide."""
 MANY_REPEATS = 50
-"""Above this (``baseline.repeats``' own ceiling) the repeat estimate is no plan. The 1/sqrt(n)
-rule assumes a spread that shrinks smoothly with n; an interval blown open by one or a few runs
-far from the rest does not (resamples that draw them often enough move the median): one
-throttled 10 s window at 86 ms among 4-5 ms gave -1357% .. +33% and "about 11228 repeats"
-(docs/measurements/demo-2026-12-03b.txt), where a few more runs let the median outvote it."""
+"""Above this (``baseline.repeats``' own ceiling) the repeat estimate is no plan, and the verdict
+says what such a number means instead: either the difference sits too close to the margin to
+settle, or one or a few runs far from the rest blew the interval open (the 1/sqrt(n) rule
+assumes a spread that shrinks smoothly with n). One throttled 10 s window at 86 ms among 4-5 ms
+gave -1357% .. +33% and "about 11222 repeats" (docs/measurements/demo-2026-12-03b.txt)."""
 METHOD = (f"percentile bootstrap ({RESAMPLES} resamples, each group resampled independently) "
           f"of the relative improvement of the median; {CONFIDENCE:.0%} interval")
 
@@ -262,9 +263,11 @@ def _unclear_reason(e: Evidence, confirmed: bool) -> str:
         more = "at least 2 repeats per configuration are needed to estimate the noise"
     elif c.repeats_needed > MANY_REPEATS:
         more = (f"the 1/sqrt(n) rule asks for {c.repeats_needed} repeats per configuration, "
-                "more than any study runs: look for one or a few runs far from the rest (the "
-                "report lists every run; a throttled window, say), which a few more runs let "
-                "the median outvote")
+                f"more than any study runs. Either the difference is too close to the "
+                f"{PRACTICAL:.0%} margin to settle, or one or a few runs are far from the rest. "
+                "The report lists every run: check those for throttling or foreign load. If "
+                "they are real, they are the configuration's tail risk, not noise to average "
+                "away")
     else:
         more = (f"about {c.repeats_needed} repeats per configuration would settle it "
                 "(the interval's half-width shrinks as 1/sqrt(n))")
