@@ -65,7 +65,7 @@ MANY_REPEATS = 50
 says what such a number means instead: either the difference sits too close to the margin to
 settle, or one or a few runs far from the rest blew the interval open (the 1/sqrt(n) rule
 assumes a spread that shrinks smoothly with n). One throttled 10 s window at 86 ms among 4-5 ms
-gave -1357% .. +33% and "about 11222 repeats" (docs/measurements/demo-2026-12-03b.txt)."""
+gave -1357% .. +33% and "about 11228 repeats" (docs/measurements/demo-2026-12-03b.txt)."""
 METHOD = (f"percentile bootstrap ({RESAMPLES} resamples, each group resampled independently) "
           f"of the relative improvement of the median; {CONFIDENCE:.0%} interval")
 
