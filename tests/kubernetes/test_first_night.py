@@ -156,7 +156,11 @@ def test_a_broken_watch_stream_is_listed_again_and_resumed(world: World, fault: 
     world.grant("rbac-load.yaml")  # watching pods (the load generator's permissions)
     kube = world.kube()
     broken = _break_watches(world, "pods", fault)
-    added = world.when(lambda: bool(world.proxy.seen("GET", "/pods$")),
+    # The pod appears once the client *watches* (the request the fault breaks), not at its first
+    # list: added right after the list request, it could land before the list's answer and be
+    # found without any watch (CI, 2026-12-03: the fault was never hit).
+    added = world.when(lambda: any(r.query.get("watch") in ("true", "1")
+                                   for r in world.proxy.seen("GET", "/pods$")),
                        lambda: world.add_pod("late", {"app": "late"}))
     found = kube.wait(Selection(PODS, world.namespace, labels="app=late"),
                       lambda s: s.get("late"), timeout=10)
