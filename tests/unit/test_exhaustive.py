@@ -3,11 +3,12 @@ times picks one truly within 10% of the best, on the replay's own draws."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from benchmarks import exhaustive
+from benchmarks import exhaustive, window_switch
 from tests.unit.test_replay import REPLAY, _grid
 
 STEADY = {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.010),
@@ -64,3 +65,34 @@ def test_a_grid_with_scenarios_is_listed_as_not_played(
     out = capsys.readouterr().out
     assert "exp.yaml" in out and "100%" in out
     assert "scenarios.yaml               not played: chaos.scenarios" in out
+
+
+# --- benchmarks/window_switch.py: the emulated "lengthen the window when the baseline is noisy"
+
+
+def _runs(path: Path, grid: str, correct: bool, minutes: float) -> Path:
+    runs = [{"grid": grid, "seed": s, "within": correct, "correct": correct,
+             "simulated_s": minutes * 60} for s in range(40)]
+    path.write_text(json.dumps({"runs": runs}))
+    return path
+
+
+def test_a_run_switches_to_the_long_window_exactly_when_its_baseline_draws_disagree(
+    experiment: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The baseline recorded at 10 and 20 ms: three draws agree (range 0) a quarter of the time,
+    # otherwise their range is 10 / median, 50% or 100%. Short runs are all wrong, long all right.
+    _grid(experiment.parent, {**STEADY, "GOMAXPROCS=unset GOGC=unset": (0.010, 0.020)})
+    ranges = window_switch.baseline_ranges(experiment, 15.0, list(range(40)))
+    assert {round(r or 0, 2) for r in ranges.values()} <= {0.0, 0.5, 1.0}
+    noisy = sum(1 for r in ranges.values() if r and r > 0.3)
+    assert 20 <= noisy <= 40
+    short = _runs(experiment.parent / "short.json", "exp.yaml", False, 4.0)
+    long = _runs(experiment.parent / "long.json", "exp.yaml", True, 6.0)
+    assert window_switch.main([str(experiment), str(short), str(long), "--short", "15",
+                               "--thresholds", "0.3"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("range > 30%"))
+    tokens = row.split()  # range > 30%: long | runs switched | min | within | correct
+    assert tokens[4] == str(noisy)
+    assert tokens[6:] == [f"{noisy / 40:.0%}"] * 2  # right exactly when switched
