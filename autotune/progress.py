@@ -27,6 +27,22 @@ def _fmt_values(values: Any) -> str:
     return ", ".join(f"{v:.4g}" for v in values)
 
 
+class SilentProgress:
+    """Shows nothing: for runs nobody watches (a benchmark's thousand replays, the tests)."""
+
+    def study_started(self, info: dict[str, Any]) -> None:
+        return None
+
+    def trial_started(self, number: int, kind: str, settings: dict[str, Setting]) -> None:
+        return None
+
+    def phase(self, name: str) -> None:
+        return None
+
+    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None:
+        return None
+
+
 class PlainProgress:
     """Log lines, for CI logs, cron jobs and pipes."""
 

@@ -120,6 +120,14 @@ class NoStress:
         return []
 
 
+def _stress_text(exp: Experiment) -> str:
+    """What the banner says the trials run under: the one stress, or each scenario's name (with
+    ``chaos.scenarios`` there is no ``chaos.stress`` to print)."""
+    if exp.chaos.scenarios:
+        return "scenarios " + ", ".join(s.name for s in exp.chaos.scenarios)
+    return str(exp.chaos.stress) if exp.chaos.stress is not None else "none (the experiment's)"
+
+
 def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list[str]],
           named: Sequence[Point] = (), extra: Mapping[str, str] | None = None,
           stress: bool = True, early: Sequence[float] = ()) -> None:
@@ -132,7 +140,7 @@ def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list
     backends = build(exp, results, clock)
     trial_backends = backends if stress else dataclasses.replace(backends,
                                                                  injector=NoStress(clock))
-    print(f"{len(schedule)} trials; stress: {exp.chaos.stress if stress else 'none'}; "
+    print(f"{len(schedule)} trials; stress: {_stress_text(exp) if stress else 'none'}; "
           f"extra env: {dict(extra or {})}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     metric_names = list(exp.metrics)

@@ -40,6 +40,7 @@ from autotune.clock import FakeClock
 from autotune.evidence.significance import PRACTICAL
 from autotune.experiment import Experiment, load_experiment
 from autotune.platforms.replay import Replay, ReplayGrid
+from autotune.progress import SilentProgress
 from autotune.report.history import verdict_record
 from autotune.study import nightly
 from autotune.study import storage as st
@@ -47,7 +48,7 @@ from autotune.study.kinds import TrialKind
 from autotune.study.loop import RunResult, StudyRunner
 from autotune.study.pool import Member, PoolRunner
 from autotune.study.space import settings_key
-from benchmarks.replay import _NoJournal, _Silent
+from benchmarks.replay import _NoJournal
 from benchmarks.whole_run import ground
 
 
@@ -124,13 +125,13 @@ def run(path: Path, seed: int, trials: int, members: int) -> dict[str, Any]:
         if members == 1:
             clock = FakeClock()
             runner = _TimedOne(exp, Replay(exp, grid, clock, seed).backends(), clock=clock,
-                               progress=_Silent(), journal=journal, experiment_hash="pool")
+                               progress=SilentProgress(), journal=journal, experiment_hash="pool")
         else:
             pool = []
             for i, c in enumerate(Lockstep(members).clocks):
                 pool.append(Member(f"copy-{i + 1}", exp,
                                    Replay(exp, grid, c, seed * 100 + i).backends(), c))
-            runner = _Timed(exp, pool, progress=_Silent(), journal=journal,
+            runner = _Timed(exp, pool, progress=SilentProgress(), journal=journal,
                             experiment_hash="pool")
         night = nightly.run_night(exp, f"sqlite:///{tmp}/study.db", runner,
                                   nightly.NightOptions(budget=trials), verdict_record)

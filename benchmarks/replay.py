@@ -44,6 +44,7 @@ from autotune.errors import AutotuneError
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Design, Experiment, Setting
 from autotune.platforms.replay import Replay, ReplayGrid
+from autotune.progress import SilentProgress
 from autotune.study import storage as st
 from autotune.study.confirm import top_configurations
 from autotune.study.journal import Journal
@@ -126,13 +127,6 @@ class Run:
     error: str | None = None
 
 
-class _Silent:
-    def study_started(self, info: dict[str, Any]) -> None: ...
-    def trial_started(self, number: int, kind: str, settings: dict[str, Setting]) -> None: ...
-    def phase(self, name: str) -> None: ...
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
-
-
 class _NoJournal(Journal):
     """The journal fsyncs every line: right for a real run, pure cost for a replayed one."""
 
@@ -154,7 +148,8 @@ def run_one(exp: Experiment, grid_: ReplayGrid, truth_: Truth, name: str, seed: 
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
         studies = st.open_for_run(exp, f"sqlite:///{tmp}/study.db")
         runner = StudyRunner(exp, Replay(exp, grid_, clock, seed).backends(), clock=clock,
-                             progress=_Silent(), journal=_NoJournal(Path(tmp) / "trials.jsonl"),
+                             progress=SilentProgress(),
+                             journal=_NoJournal(Path(tmp) / "trials.jsonl"),
                              experiment_hash="replay")
         try:
             runner.run(studies, trials)

@@ -58,13 +58,14 @@ from autotune.evidence.significance import PRACTICAL
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Experiment, Screening
 from autotune.platforms.replay import Replay, ReplayGrid, early_column
+from autotune.progress import SilentProgress
 from autotune.report.history import verdict_record
 from autotune.study import nightly
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import StudyRunner
 from autotune.study.objective import score
 from autotune.study.space import settings_key, to_env
-from benchmarks.replay import WITHIN, _NoJournal, _quiet, _Silent, label, nearest_rank, truth
+from benchmarks.replay import WITHIN, _NoJournal, _quiet, label, nearest_rank, truth
 
 GRIDS = Path(__file__).parent / "grids"
 DEMO = Path("experiments/replay.yaml")
@@ -153,7 +154,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     clock = FakeClock()
     with tempfile.TemporaryDirectory(prefix="whole-run-") as tmp:
         runner = StudyRunner(exp, Replay(exp, grid, clock, seed).backends(), clock=clock,
-                             progress=_Silent(), journal=_NoJournal(Path(tmp) / "j.jsonl"),
+                             progress=SilentProgress(), journal=_NoJournal(Path(tmp) / "j.jsonl"),
                              experiment_hash="whole-run")
         night = nightly.run_night(exp, f"sqlite:///{tmp}/study.db", runner,
                                   nightly.NightOptions(budget=exp.study.trials, **options),
@@ -245,8 +246,8 @@ def unrecorded(path: Path, after: float | None, window: float | None) -> str | N
             return f"not recorded ({e})"
     if after is None:
         return None
-    missing = [early_column(n, after) for goal in exp.goals for n in goal.terms
-               if early_column(n, after) not in grid.metrics]
+    columns = [early_column(n, after) for goal in exp.goals for n in goal.terms]
+    missing = [c for c in columns if c not in grid.metrics]
     return f"not recorded (no column {', '.join(missing)})" if missing else None
 
 

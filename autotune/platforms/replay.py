@@ -39,11 +39,12 @@ from typing import Any
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError, TargetError
+from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import BlockedP, Experiment, Parameter, Stress
 from autotune.live import Live, Matcher, Window
 from autotune.metrics.base import Reading, Unavailable
 from autotune.runlock import RunLock
-from autotune.study.scenarios import qualified, split
+from autotune.study.scenarios import qualified
 from autotune.study.trial import Backends
 from autotune.targets.base import Env, NoiseProbe
 
@@ -183,7 +184,7 @@ class Replay:
                               f"{self.recorded_window:g}s): a replay cannot lengthen a measurement")
         needed = {self.column(m) for m in exp.required_metrics}
         for scenario in exp.chaos.scenarios:
-            needed |= {qualified(self.column(split(m)[0]), scenario.name)
+            needed |= {qualified(self.column(split_scenario(m)[0]), scenario.name)
                        for m in exp.required_metrics}
         missing = sorted(needed - set(grid.metrics))
         if missing:

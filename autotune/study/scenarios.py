@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from autotune.experiment.expressions import SCENARIO_SEPARATOR, split_scenario
+from autotune.experiment.expressions import SCENARIO_SEPARATOR
 from autotune.experiment.models import Experiment, Scenario
 
 
@@ -36,8 +36,6 @@ def order(exp: Experiment, trial: int) -> tuple[Scenario, ...]:
 def qualified(metric: str, scenario: str) -> str:
     return f"{metric}{SCENARIO_SEPARATOR}{scenario}"
 
-
-split = split_scenario
 
 
 def worse(exp: Experiment, metric: str) -> Literal["higher", "lower"] | None:

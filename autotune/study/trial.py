@@ -11,7 +11,7 @@ Everything here talks to the backends only through their Protocols. The steps fi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from autotune.chaos.base import Blocker, Injection, Injector
 from autotune.clock import Clock
 from autotune.errors import AutotuneError, ChaosError, MetricsError, StressNotRecovered
+from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Burst, Experiment, Scenario
 from autotune.live import Live, Window
 from autotune.metrics import promql
@@ -387,6 +388,14 @@ def _window(
     return Window(start, end), foreign
 
 
+def _queries(exp: Experiment, names: Iterable[str], live: Live, seconds: float) -> dict[str, str]:
+    """The PromQL of each named metric that is a query, rendered for ``live`` over a window of
+    ``seconds`` (a schedtrace figure is no query: it is left out)."""
+    values = promql.values(live, seconds)
+    return {name: promql.render(exp.metric(name).query, values) for name in names
+            if exp.metric(name).query}
+
+
 def _early(ctx: TrialContext, live: Live, probe: NoiseProbe | None, start: float,
            after: float) -> None:
     """Read the screen's metrics over the window's first ``after`` seconds and let the screen
@@ -396,9 +405,7 @@ def _early(ctx: TrialContext, live: Live, probe: NoiseProbe | None, start: float
     exp, screen, m = ctx.exp, ctx.screen, ctx.measurement
     assert screen is not None
     names = list(screen.reads)
-    values = promql.values(live, after)
-    queries = {name: promql.render(exp.metric(name).query, values) for name in names
-               if exp.metric(name).query}
+    queries = _queries(exp, names, live, after)
     readings = ctx.backends.source.read(queries, Window(start, start + after), live)
     metrics = {n: r for n, r in readings.items() if not isinstance(r, Unavailable)}
     unavailable = {n: r.reason for n, r in readings.items() if isinstance(r, Unavailable)}
@@ -424,9 +431,7 @@ def _early(ctx: TrialContext, live: Live, probe: NoiseProbe | None, start: float
 
 def _read(ctx: TrialContext, live: Live, window: Window) -> dict[str, float]:
     exp, source, m = ctx.exp, ctx.backends.source, ctx.measurement
-    values = promql.values(live, window.seconds)
-    queries = {name: promql.render(exp.metric(name).query, values) for name in exp.metrics
-               if exp.metric(name).query}
+    queries = _queries(exp, exp.metrics, live, window.seconds)
     m.queries = queries
     m.window = MeasuredWindow(window.start, window.end, window.seconds)
     readings: dict[str, Reading] = dict(source.read(queries, window, live))
@@ -452,7 +457,7 @@ def _read(ctx: TrialContext, live: Live, window: Window) -> dict[str, float]:
             metrics[name] = reading
     m.metrics = metrics
     m.unavailable = unavailable
-    required = {scenarios.split(name)[0] for name in exp.required_metrics}
+    required = {split_scenario(name)[0] for name in exp.required_metrics}
     missing = sorted(required & unavailable.keys())
     if missing:
         raise MetricsError("; ".join(f"{m} unavailable: {unavailable[m]}" for m in missing))

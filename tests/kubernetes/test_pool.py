@@ -17,13 +17,13 @@ from optuna.trial import TrialState
 from autotune.errors import AutotuneError
 from autotune.evidence.members import member_baselines
 from autotune.experiment import Experiment, parse_experiment
+from autotune.progress import SilentProgress
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
 from autotune.study.journal import Journal
 from autotune.study.loop import RunResult
 from autotune.study.pool import Member, PoolRunner, baseline_runs
 from autotune.study.storage import open_for_run
 from tests.kubernetes.conftest import Plane, World, start_world
-from tests.kubernetes.test_study import Silent
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def run_pool(worlds: list[World], exp: Experiment, db: Path, rates: tuple[float,
     for member, rate in zip(members, rates, strict=False):
         member.backends.source.rate = rate  # type: ignore[attr-defined]
     journal = Journal(db.parent / "trials.jsonl")
-    runner = PoolRunner(exp, members, progress=Silent(), journal=journal,
+    runner = PoolRunner(exp, members, progress=SilentProgress(), journal=journal,
                         experiment_hash="test")
     outcome: RunResult | BaseException
     try:

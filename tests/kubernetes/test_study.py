@@ -13,6 +13,7 @@ import pytest
 
 from autotune.errors import AutotuneError, StressNotRecovered, StudyError, TargetError
 from autotune.experiment import Experiment
+from autotune.progress import SilentProgress
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
 from autotune.study.journal import Journal
 from autotune.study.loop import RunResult, StudyRunner
@@ -23,22 +24,12 @@ from tests.kubernetes.conftest import StressedMetrics, World
 from tests.kubernetes.test_chaos import assert_valid
 
 
-class Silent:
-    def study_started(self, info: dict[str, Any]) -> None: ...
-
-    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
-
-    def phase(self, name: str) -> None: ...
-
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
-
-
 def run(world: World, exp: Experiment, backends: Backends) -> tuple[RunResult | BaseException,
                                                                     list[dict[str, Any]]]:
     journal = Journal(world.tmp / "trials.jsonl")
     studies = open_for_run(exp, f"sqlite:///{world.tmp}/study.db")
-    runner = StudyRunner(exp, backends, clock=world.clock, progress=Silent(), journal=journal,
-                         experiment_hash="test")
+    runner = StudyRunner(exp, backends, clock=world.clock, progress=SilentProgress(),
+                         journal=journal, experiment_hash="test")
     outcome: RunResult | BaseException
     try:
         outcome = runner.run(studies, exp.study.trials)

@@ -24,6 +24,7 @@ from autotune.evidence.members import member_baselines
 from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Live
 from autotune.platforms import simulated
+from autotune.progress import SilentProgress
 from autotune.report import build_report, document, markdown
 from autotune.study.confirm import BASELINE, confirm, pooled_values
 from autotune.study.interrupts import Interrupted, StopRequest, shielded, signals_as_exceptions
@@ -45,16 +46,6 @@ DOC: dict[str, Any] = {
     "study": {"trials": 9, "sampler": "tpe", "seed": 4, "stop_after_failures": 2,
               "early_stop": None},
 }
-
-
-class Silent:
-    def study_started(self, info: dict[str, Any]) -> None: ...
-
-    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
-
-    def phase(self, name: str) -> None: ...
-
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
 
 
 class Breaks:
@@ -90,7 +81,7 @@ def members(tmp: Path, exp: Experiment, n: int, breaks: int | None = None) -> li
 def run(tmp: Path, pool: list[Member], exp: Experiment, url: str | None = None
         ) -> tuple[Any, list[dict[str, Any]]]:
     journal = Journal(tmp / "trials.jsonl")
-    runner = PoolRunner(exp, pool, progress=Silent(), journal=journal, experiment_hash="t")
+    runner = PoolRunner(exp, pool, progress=SilentProgress(), journal=journal, experiment_hash="t")
     studies = open_for_run(exp, url or f"sqlite:///{tmp}/study.db")
     try:
         outcome: Any = runner.run(studies, exp.study.trials)
@@ -278,7 +269,7 @@ def test_a_member_that_measures_higher_is_named_and_kept_out_of_the_verdict(
         target=simulated.SimulatedService(slow, world, pool[2].clock),
         injector=pool[2].backends.injector,
         source=simulated.SimulatedMetrics(slow, world, seed=2)), pool[2].clock)
-    runner = PoolRunner(exp, pool, progress=Silent(), journal=Journal(tmp_path / "j.jsonl"),
+    runner = PoolRunner(exp, pool, progress=SilentProgress(), journal=Journal(tmp_path / "j.jsonl"),
                         experiment_hash="t")
     studies = open_for_run(exp, f"sqlite:///{tmp_path}/study.db")
     runner.run(studies, exp.study.trials)

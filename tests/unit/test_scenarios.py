@@ -16,6 +16,7 @@ from autotune.clock import FakeClock
 from autotune.errors import ExperimentError
 from autotune.experiment import Experiment, load_experiment, parse_experiment
 from autotune.platforms import simulated
+from autotune.progress import SilentProgress
 from autotune.report import build_report, document, markdown
 from autotune.study import scenarios
 from autotune.study.journal import Journal
@@ -57,16 +58,6 @@ def exp_of(**chaos: Any) -> Experiment:
     return parse_experiment(yaml.safe_dump(doc))
 
 
-class Silent:
-    def study_started(self, info: dict[str, Any]) -> None: ...
-
-    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
-
-    def phase(self, name: str) -> None: ...
-
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
-
-
 def run_study(tmp: Path, exp: Experiment) -> tuple[list[dict[str, Any]], simulated.World]:
     clock = FakeClock()
     world = simulated.World(tmp / "world.json")
@@ -75,7 +66,7 @@ def run_study(tmp: Path, exp: Experiment) -> tuple[list[dict[str, Any]], simulat
                         source=simulated.SimulatedMetrics(exp, world, seed=1),
                         blocker=simulated.SimulatedBlocker(world, clock))
     journal = Journal(tmp / "trials.jsonl")
-    runner = StudyRunner(exp, backends, clock=clock, progress=Silent(), journal=journal,
+    runner = StudyRunner(exp, backends, clock=clock, progress=SilentProgress(), journal=journal,
                          experiment_hash="t")
     runner.run(open_for_run(exp, f"sqlite:///{tmp}/study.db"), exp.study.trials)
     return list(journal.entries()), world
@@ -255,7 +246,7 @@ def test_a_storm_that_stalled_the_load_is_not_averaged_away(tmp_path: Path) -> N
     reference.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={
         "kind": "baseline", "record": {"metrics": {
             "rate": 100.0, "rate@quiet": 100.0, "rate@noisy": 100.0, "rate@held": 100.0}}}))
-    runner = StudyRunner(exp, None, clock=FakeClock(), progress=Silent(),  # type: ignore[arg-type]
+    runner = StudyRunner(exp, None, clock=FakeClock(), progress=SilentProgress(),  # type: ignore[arg-type]
                          journal=Journal(tmp_path / "j.jsonl"), experiment_hash="t")
     runner._reference = reference
     record = TrialRecord(study="s", number=1, kind=TrialKind.SEARCH, settings={}, env={},
@@ -296,7 +287,7 @@ def test_a_replay_answers_each_window_from_its_own_scenarios_columns(tmp_path: P
     clock = FakeClock()
     replay = Replay(exp, ReplayGrid.load(exp.target.replay.grid), clock, seed=1)
     journal = Journal(tmp_path / "trials.jsonl")
-    runner = StudyRunner(exp, replay.backends(), clock=clock, progress=Silent(),
+    runner = StudyRunner(exp, replay.backends(), clock=clock, progress=SilentProgress(),
                          journal=journal, experiment_hash="t")
     runner.run(open_for_run(exp, f"sqlite:///{tmp_path}/study.db"), exp.study.trials)
     rows = {r["settings"]["GOMAXPROCS"]: r for r in journal.entries() if r["kind"] == "search"}

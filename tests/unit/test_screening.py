@@ -19,6 +19,7 @@ from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Window
 from autotune.platforms import simulated
 from autotune.platforms.replay import Replay, ReplayGrid
+from autotune.progress import SilentProgress
 from autotune.study import screening
 from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner
@@ -47,16 +48,6 @@ def exp_of(**study: Any) -> Experiment:
     return parse_experiment(yaml.safe_dump({**DOC, "study": {**DOC["study"], **study}}))
 
 
-class Silent:
-    def study_started(self, info: dict[str, Any]) -> None: ...
-
-    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
-
-    def phase(self, name: str) -> None: ...
-
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
-
-
 def run(tmp: Path, exp: Experiment) -> tuple[list[dict[str, Any]], simulated.World,
                                              optuna.Study]:
     clock = FakeClock()
@@ -65,7 +56,7 @@ def run(tmp: Path, exp: Experiment) -> tuple[list[dict[str, Any]], simulated.Wor
                         injector=simulated.SimulatedInjector(world, clock),
                         source=simulated.SimulatedMetrics(exp, world, seed=1))
     journal = Journal(tmp / "trials.jsonl")
-    runner = StudyRunner(exp, backends, clock=clock, progress=Silent(), journal=journal,
+    runner = StudyRunner(exp, backends, clock=clock, progress=SilentProgress(), journal=journal,
                          experiment_hash="t")
     studies = open_for_run(exp, f"sqlite:///{tmp}/study.db")
     runner.run(studies, exp.study.trials)

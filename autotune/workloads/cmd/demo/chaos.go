@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -24,17 +23,6 @@ import (
 //	GET    /debug/chaos/blocked-p   {"goroutines", "holding", "held_seconds"}
 //	DELETE /debug/chaos/blocked-p   returns once every holder has exited
 const chaosEnv = "DEMO_CHAOS"
-
-func envChaos() (bool, error) {
-	switch s := os.Getenv(chaosEnv); s {
-	case "", "0":
-		return false, nil
-	case "1":
-		return true, nil
-	default:
-		return false, fmt.Errorf("%s=%q: want 1 (on) or 0/unset (off)", chaosEnv, s)
-	}
-}
 
 func registerChaos(mux *http.ServeMux, h *blockedp.Holder) {
 	guard := func(next http.HandlerFunc) http.HandlerFunc {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"os"
 )
 
 // debugPprofEnv turns on the net/http/pprof handlers (CPU profile, execution
@@ -13,17 +11,6 @@ import (
 // in production, and a profile or trace in flight costs CPU the trial would
 // count. The listener is loopback-only, so turning it on exposes nothing.
 const debugPprofEnv = "DEBUG_PPROF"
-
-func envDebugPprof() (bool, error) {
-	switch s := os.Getenv(debugPprofEnv); s {
-	case "", "0":
-		return false, nil
-	case "1":
-		return true, nil
-	default:
-		return false, fmt.Errorf("%s=%q: want 1 (on) or 0/unset (off)", debugPprofEnv, s)
-	}
-}
 
 // registerPprof mounts net/http/pprof on mux. Importing the package also
 // registers it on http.DefaultServeMux, which this service never serves; the

@@ -88,6 +88,19 @@ func envInt(name string, def int) (int, error) {
 	return v, nil
 }
 
+// envSwitch reads an on/off variable: 1 is on, 0 or unset is off, anything
+// else is refused (a typo must not silently leave a debug surface off or on).
+func envSwitch(name string) (bool, error) {
+	switch s := os.Getenv(name); s {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want 1 (on) or 0/unset (off)", name, s)
+	}
+}
+
 func loadConfig() (config, error) {
 	var c config
 	var err error
@@ -112,10 +125,10 @@ func loadConfig() (config, error) {
 		return c, fmt.Errorf("DEMO_FANOUT=%d: must be >= 1", c.fanout)
 	}
 	c.forceGCInterval = time.Duration(ms) * time.Millisecond
-	if c.debugPprof, err = envDebugPprof(); err != nil {
+	if c.debugPprof, err = envSwitch(debugPprofEnv); err != nil {
 		return c, err
 	}
-	if c.chaos, err = envChaos(); err != nil {
+	if c.chaos, err = envSwitch(chaosEnv); err != nil {
 		return c, err
 	}
 	return c, nil
