@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from autotune.backends import build
 from autotune.clock import FakeClock
-from autotune.experiment import Experiment, Setting, parse_experiment
+from autotune.experiment import Experiment, parse_experiment
+from autotune.progress import SilentProgress
 from autotune.study import storage as st
 from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner
@@ -39,20 +39,6 @@ study: {trials: 3, sampler: random, seed: 11}
 """
 
 
-class NullProgress:
-    def study_started(self, info: dict[str, Any]) -> None:
-        return None
-
-    def trial_started(self, number: int, kind: str, settings: dict[str, Setting]) -> None:
-        return None
-
-    def phase(self, name: str) -> None:
-        return None
-
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None:
-        return None
-
-
 @dataclass
 class SimStudy:
     exp: Experiment
@@ -65,7 +51,7 @@ def open_sim(tmp: Path, experiment: str = EXPERIMENT) -> SimStudy:
     exp = parse_experiment(experiment.replace("{state}", str(tmp / "world.json")))
     clock = FakeClock()
     studies = st.open_for_run(exp, f"sqlite:///{tmp}/study.db")
-    runner = StudyRunner(exp, build(exp, tmp, clock), clock=clock, progress=NullProgress(),
+    runner = StudyRunner(exp, build(exp, tmp, clock), clock=clock, progress=SilentProgress(),
                          journal=Journal(tmp / "trials.jsonl"), experiment_hash="test")
     return SimStudy(exp, studies, runner, clock)
 

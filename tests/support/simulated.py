@@ -12,6 +12,7 @@ from autotune.backends import build
 from autotune.clock import FakeClock
 from autotune.experiment import Experiment, parse_experiment
 from autotune.platforms.simulated import World
+from autotune.progress import SilentProgress
 from autotune.study import storage as st
 from autotune.study.journal import Journal
 from autotune.study.loop import RunResult, StudyRunner
@@ -59,7 +60,7 @@ class Rig:
     url: str
 
     def runner(self) -> StudyRunner:
-        return StudyRunner(self.exp, self.backends, clock=self.clock, progress=Quiet(),
+        return StudyRunner(self.exp, self.backends, clock=self.clock, progress=SilentProgress(),
                            journal=Journal(self.tmp / "trials.jsonl"), experiment_hash="test")
 
     def run(self, budget: int | None = None, new_study: bool = False) -> RunResult:
@@ -76,10 +77,3 @@ def rig(tmp: Path, exp: Experiment | None = None, **overrides: Any) -> Rig:
     backends = build(exp, tmp, clock)
     return Rig(exp, tmp, clock, backends, World(tmp / "world.json"),
                f"sqlite:///{tmp}/study.db")
-
-
-class Quiet:
-    def study_started(self, info: dict[str, Any]) -> None: ...
-    def trial_started(self, number: int, kind: str, settings: dict[str, Any]) -> None: ...
-    def phase(self, name: str) -> None: ...
-    def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
