@@ -31,6 +31,11 @@ first seconds (``grid_local.py --early``) is not played: its row says so. "scree
 median number of screened search trials; "lost" counts screened trials, over all seeds, whose
 configuration is truly within 10% of the best (a screen that threw away a winner).
 
+"missed s/t/v" splits the runs that are not within 10% by where every configuration within 10%
+was lost (``missed_at``): the **s**earch never completed a measurement of one (a screened one
+counts as not measured), none was among the confirmation's **t**op candidates, or the
+**v**erdict chose something worse than one it confirmed (or than a baseline within 10%).
+
 Not a test: it prints a table for a human, and writes every run to --out (JSON).
 """
 
@@ -61,6 +66,7 @@ from autotune.platforms.replay import Replay, ReplayGrid, early_column
 from autotune.progress import SilentProgress
 from autotune.report.history import verdict_record
 from autotune.study import nightly
+from autotune.study.confirm import BASELINE
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import StudyRunner
 from autotune.study.objective import score
@@ -128,7 +134,30 @@ class Outcome:
     screened: int = 0
     lost: int = 0
     """Screened trials whose configuration is truly within 10% of the best."""
+    missed: str | None = None
+    """Where a run that is not within 10% lost the good configurations (``missed_at``)."""
     error: str | None = None
+
+
+MISSES = ("search", "top", "verdict")
+
+
+def missed_at(g: Ground, searched: set[str], confirmed: set[str], within: bool) -> str | None:
+    """The stage at which a run that ends outside 10% of the best lost every configuration
+    within 10%: ``search`` (the search never measured one), ``top`` (it did, but none was among
+    the confirmation's candidates), ``verdict`` (one was confirmed, or the baseline is one, and
+    the verdict chose something worse). None when the run is within 10%. Pure.
+
+    ``searched`` and ``confirmed`` are settings keys; a baseline within 10% counts as measured
+    and confirmed at every stage (the baseline is measured by every run)."""
+    if within:
+        return None
+    good = {k for k, v in g.values.items() if g.within(v)}
+    if g.within(g.baseline):
+        return "verdict"
+    if not good & searched:
+        return "search"
+    return "verdict" if good & confirmed else "top"
 
 
 def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
@@ -162,10 +191,17 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
         studies = night.studies
         counts = {kind: 0 for kind in TrialKind}
         failed = screened = lost = 0
+        searched: set[str] = set()
+        confirmed: set[str] = set()
         for study in (studies.search, studies.reference):
             for t in study.get_trials(deepcopy=False):
                 if t.state == TrialState.COMPLETE:
-                    counts[TrialKind(t.user_attrs.get("kind", TrialKind.SEARCH))] += 1
+                    kind = TrialKind(t.user_attrs.get("kind", TrialKind.SEARCH))
+                    counts[kind] += 1
+                    if kind == TrialKind.SEARCH:
+                        searched.add(settings_key(t.params))
+                    elif kind == TrialKind.CONFIRM and t.user_attrs.get("candidate") != BASELINE:
+                        confirmed.add(settings_key(t.user_attrs["settings"]))
                 elif t.state == TrialState.FAIL:
                     failed += 1
                 elif t.state == TrialState.PRUNED:
@@ -191,7 +227,8 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                    simulated_s=round(clock.monotonic(), 1), search=counts[TrialKind.SEARCH],
                    confirm=counts[TrialKind.CONFIRM], baseline=counts[TrialKind.BASELINE],
                    failed=failed, stop=night.result.stop_reason,
-                   seconds=round(time.perf_counter() - t0, 2), screened=screened, lost=lost)
+                   seconds=round(time.perf_counter() - t0, 2), screened=screened, lost=lost,
+                   missed=missed_at(g, searched, confirmed, within))
 
 
 def _job(args: tuple[Path, int, Mapping[str, Any]]) -> Outcome:
@@ -218,6 +255,7 @@ def summary(path: Path, runs: Sequence[Outcome]) -> dict[str, Any]:
         "trials": {k: statistics.median(getattr(r, k) for r in runs)
                    for k in ("search", "confirm", "baseline", "failed", "screened")},
         "lost": sum(r.lost for r in runs),
+        "missed": {stage: sum(r.missed == stage for r in runs) for stage in MISSES},
     }
 
 
@@ -253,7 +291,8 @@ def unrecorded(path: Path, after: float | None, window: float | None) -> str | N
 
 def table(results: Sequence[Mapping[str, Any]]) -> str:
     lines = [f"{'grid':<28} {'truth':<14} {'min':>5} {'p90':>5} {'within':>7} {'correct':>8} "
-             f"{'search':>6} {'confirm':>7} {'screened':>8} {'lost':>4}  verdicts"]
+             f"{'search':>6} {'confirm':>7} {'screened':>8} {'lost':>4} {'missed s/t/v':>12}"
+             "  verdicts"]
     for s in results:
         if "skipped" in s:
             lines.append(f"{s['grid']:<28} {s['skipped']}")
@@ -265,7 +304,8 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
             f"{s['minutes']['median']:>5.1f} {s['minutes']['p90']:>5.1f} "
             f"{s['within_share']:>7.0%} {s['correct_share']:>8.0%} "
             f"{s['trials']['search']:>6g} {s['trials']['confirm']:>7g} "
-            f"{s['trials']['screened']:>8g} {s['lost']:>4}  "
+            f"{s['trials']['screened']:>8g} {s['lost']:>4} "
+            f"{'/'.join(str(s['missed'][m]) for m in MISSES):>12}  "
             + ", ".join(f"{k} {n}" for k, n in sorted(s["verdicts"].items())))
     return "\n".join(lines)
 

@@ -283,6 +283,27 @@ def test_the_whole_run_benchmark_judges_verdicts_against_the_grid(
     assert summary["truth"]["verdict"] == "adopt" and summary["correct_share"] == 1.0
 
 
+def test_a_miss_is_put_at_the_stage_that_lost_every_good_configuration() -> None:
+    from benchmarks.whole_run import Ground, missed_at
+
+    # a and b are within 10% of the best (a); c is 50% worse; the baseline 100% worse.
+    g = Ground(sign=1.0, values={"a": 1.0, "b": 1.05, "c": 1.5}, baseline=2.0, best=1.0,
+               best_label="a", adopt=True)
+    assert missed_at(g, {"a", "c"}, {"a"}, within=True) is None
+    assert missed_at(g, {"c"}, {"c"}, within=False) == "search"
+    assert missed_at(g, {"b", "c"}, {"c"}, within=False) == "top"
+    assert missed_at(g, {"b", "c"}, {"b", "c"}, within=False) == "verdict"
+    # A baseline within 10% is always measured: a miss is then the verdict's.
+    keep = Ground(sign=1.0, values={"a": 1.0, "c": 1.5}, baseline=1.02, best=1.0,
+                  best_label="a", adopt=False)
+    assert missed_at(keep, set(), set(), within=False) == "verdict"
+    # Maximised objectives: within 10% below the best.
+    up = Ground(sign=-1.0, values={"a": 100.0, "b": 95.0, "c": 50.0}, baseline=40.0,
+                best=100.0, best_label="a", adopt=True)
+    assert missed_at(up, {"b"}, set(), within=False) == "top"
+    assert missed_at(up, {"c"}, {"c"}, within=False) == "search"
+
+
 def test_a_file_that_is_no_grid_is_refused_without_echoing_its_content(
     tmp_path: Path, exp: Experiment
 ) -> None:
