@@ -149,7 +149,8 @@ def missed_at(g: Ground, searched: set[str], confirmed: set[str], within: bool) 
     the verdict chose something worse). None when the run is within 10%. Pure.
 
     ``searched`` and ``confirmed`` are settings keys; a baseline within 10% counts as measured
-    and confirmed at every stage (the baseline is measured by every run)."""
+    and confirmed at every stage (the baseline is measured by every run). ``top`` also holds a
+    run that confirmed nothing, and one whose good configuration measured infeasible."""
     if within:
         return None
     good = {k for k, v in g.values.items() if g.within(v)}
@@ -199,7 +200,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                     kind = TrialKind(t.user_attrs.get("kind", TrialKind.SEARCH))
                     counts[kind] += 1
                     if kind == TrialKind.SEARCH:
-                        searched.add(settings_key(t.params))
+                        searched.add(settings_key(t.user_attrs.get("settings") or t.params))
                     elif kind == TrialKind.CONFIRM and t.user_attrs.get("candidate") != BASELINE:
                         confirmed.add(settings_key(t.user_attrs["settings"]))
                 elif t.state == TrialState.FAIL:

@@ -38,11 +38,14 @@ the dependence between looks (a Pocock or O'Brien-Fleming boundary spends alpha 
 conservatively but needs the normal approximation, which 3 to 6 runs of a skewed latency do not
 give). That bound is nominal:
 
-- at 3 to 6 runs a side the percentile bootstrap of medians cannot reach its level: its lower
-  bound is then "every run of the candidate beats every run of the baseline", at 95% as at
-  98.33%, which errs with probability 1 / C(n + m, n) per look when nothing differs (1/56 = 1.8%
-  at 3 vs 5, 1/210 at 4 vs 6): less than alpha over the looks, but for that reason, not the
-  interval's;
+- at 3 to 6 runs a side the percentile bootstrap of medians is coarse: at the 3-look level
+  (98.33%) its lower bound is above zero at 3 vs 5 and 4 vs 6 only when every run of the
+  candidate beats every run of the baseline, which errs with probability 1 / C(n + m, n) per
+  look when nothing differs (1/56 = 1.8% at 3 vs 5, 1/210 at 4 vs 6): less than alpha over the
+  looks, but for that reason, not the interval's. At 95% (one look, ``--fixed``) it is not that
+  strict: 4 runs against 6 with one of each on the wrong side decide there and not at 98.33%
+  (docs/measurements/grid-local-2026-12-03d.txt), which is much of why the fixed rounds end
+  INCONCLUSIVE less often on a noisy grid;
 - the candidate is the best of up to ``top`` chosen on the same data, and its pool holds the
   search measurement that made it look best: a union over the candidates multiplies the bound
   by up to ``top``. ``MIN_RUNS`` keeps a look (and the report) from deciding on 2 runs.
