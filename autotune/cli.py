@@ -249,9 +249,10 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                    help="confirmation rounds, at most: the first measures every candidate and "
                         "the baseline in a shuffled order, each later one the best and what is "
                         "not yet decided against it (the baseline, the runner-up); it stops "
-                        "at the first round after which the verdict is decisive, every look at "
-                        "1 - 5%%/N confidence (default 3; with --fixed exactly N rounds of "
-                        "every candidate)")
+                        "at the first round after which the verdict is decisive; the looks "
+                        "that may stop it share 1%% of the 5%% error rate, the verdict after "
+                        "the last round holds at 96%% (95%% for N = 1; default 3; with --fixed "
+                        "exactly N rounds of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
                         "adaptive runs (the procedure before sequential confirmation)")

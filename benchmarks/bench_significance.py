@@ -1,5 +1,7 @@
-"""How often the verdict rule adopts wrongly, how often it finds a real gain, and whether the
-"repeats needed" estimate settles an unclear case. Simulated lognormal-ish noise, no I/O.
+"""How often the verdict rule adopts wrongly, how often it finds a real gain, whether the
+"repeats needed" estimate settles an unclear case, and how often the sequential confirmation
+adopts when nothing differs (its looks' levels split equally, or as ``look_levels`` splits them).
+Simulated lognormal-ish noise, no I/O.
 
     /work/venv/bin/python benchmarks/bench_significance.py [--sims 400]
 
@@ -14,6 +16,7 @@ import time
 import numpy as np
 
 from autotune.evidence import significance as sig
+from autotune.study.confirm import MIN_RUNS, LookLevels, look_levels, undecided
 
 
 def rates(gain: float, noise: float, n: int, sims: int, rng: np.random.Generator,
@@ -47,6 +50,31 @@ def settle_rate(gain: float, noise: float, sims: int, rng: np.random.Generator) 
     return settled / unclear if unclear else None
 
 
+def sequential_false_adopt(levels: LookLevels, noise: float, top: int, sims: int,
+                           rng: np.random.Generator, *, rounds: int = 3) -> float:
+    """The share of sequential confirmations that end ADOPT when nothing differs: the best of
+    ``top`` search measurements (the one that looked best, kept in its pool as confirm() does)
+    and 3 baseline repeats, one more run each per round; a look after each round but the last
+    may stop it (``undecided`` at the interim level); the verdict is the report's interval at
+    the verdict level. Candidates are not re-ranked per look, which the product does: with
+    ``top`` > 1 this is the selection's effect in its simplest form."""
+    adopted = 0
+    for k in range(sims):
+        candidate = [float(np.exp(noise * rng.standard_normal(top)).min())]
+        baseline = list(np.exp(noise * rng.standard_normal(3)))
+        for r in range(1, rounds + 1):
+            candidate.append(float(np.exp(noise * rng.standard_normal())))
+            baseline.append(float(np.exp(noise * rng.standard_normal())))
+            if r < rounds and not undecided(candidate, baseline, None,
+                                            confidence=levels.interim, metric="x",
+                                            direction="minimize"):
+                break
+        verdict = sig.compare(candidate, baseline, metric="x", direction="minimize",
+                              confidence=levels.verdict, min_runs=MIN_RUNS, seed=k)
+        adopted += verdict.outcome == "better"
+    return adopted / sims
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sims", type=int, default=400)
@@ -70,6 +98,15 @@ def main() -> None:
     for gain, noise in ((0.15, 0.2), (0.1, 0.1), (0.3, 0.3)):
         s = settle_rate(gain, noise, args.sims // 2, rng)
         print(f"  gain={gain:.2f} noise={noise:.2f}: {s if s is None else f'{s:.2f}'}")
+    equal = 1 - (1 - sig.CONFIDENCE) / 3
+    split = look_levels(3)
+    print("sequential confirmation, 3 rounds, no difference: P(ADOPT) with looks at "
+          f"{equal:.2%} each / at {split.interim:.2%} then a {split.verdict:.0%} verdict:")
+    for top in (1, 3):
+        for noise in (0.1, 0.2, 0.3):
+            a = sequential_false_adopt(LookLevels(equal, equal), noise, top, args.sims, rng)
+            b = sequential_false_adopt(split, noise, top, args.sims, rng)
+            print(f"  best of {top}, noise={noise:.2f}: {a:.3f} / {b:.3f}")
     print(f"({time.monotonic() - t0:.1f}s)")
 
 

@@ -29,26 +29,35 @@ interval says "better" (low > 0) or "equivalent within PRACTICAL" (high < 5%), o
 measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
 until ``repeats`` rounds.
 
-Its error rate under repeated looks, and the limits of that claim. Every look at a
-configuration (at most ``repeats``: the rounds of one confirmation) and the report's
-verdict use a ``1 - alpha / repeats`` interval (``look_confidence``; alpha = 5%; the study
-records it, ``CONFIDENCE_ATTR``, and a later call never lowers it). By Bonferroni's inequality a
-wrong best-vs-baseline call at any of the looks then has probability at most alpha, whatever
-the dependence between looks (a Pocock or O'Brien-Fleming boundary spends alpha less
-conservatively but needs the normal approximation, which 3 to 6 runs of a skewed latency do not
-give). That bound is nominal:
+Its error rate under repeated looks, and the limits of that claim. The looks spend alpha = 5%
+unequally (``look_levels``): the looks that may stop the confirmation early (after rounds 1 ..
+``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3 rounds), and the
+verdict, the look after the last round, gets the other 4% (a 96% interval). The study records
+both (``CONFIDENCE_ATTR``, ``LOOK_CONFIDENCE_ATTR``); a later call never lowers either. By
+Bonferroni's inequality a wrong best-vs-baseline call at any of the looks then has probability
+at most alpha, for any split and whatever the dependence between looks. Why most of it at the
+end: an early look has the fewest runs, and at 3 to 5 runs a side the bootstrap decides only
+when every run of one beats every run of the other at any level above ~98% (below), so alpha
+spent there buys almost nothing; at the last look it buys the decisions of the runs that are
+closest. That is the shape of an O'Brien-Fleming boundary; the boundary itself needs the normal
+approximation, which 3 to 6 runs of a skewed latency do not give. Priced by replaying the
+recorded grids before it was built (docs/measurements.md: an equal split, 98.33% at every look,
+ended INCONCLUSIVE on runs it now decides). That bound is nominal:
 
-- at 3 to 6 runs a side the percentile bootstrap of medians is coarse: at the 3-look level
-  (98.33%) its lower bound is above zero at 3 vs 5 and 4 vs 6 only when every run of the
-  candidate beats every run of the baseline, which errs with probability 1 / C(n + m, n) per
-  look when nothing differs (1/56 = 1.8% at 3 vs 5, 1/210 at 4 vs 6): less than alpha over the
-  looks, but for that reason, not the interval's. At 95% (one look, ``--fixed``) it is not that
-  strict: 4 runs against 6 with one of each on the wrong side decide there and not at 98.33%
-  (docs/measurements/grid-local-2026-12-03d.txt), which is much of why the fixed rounds end
-  INCONCLUSIVE less often on a noisy grid;
+- at 3 to 6 runs a side the percentile bootstrap of medians is coarse: at 98.33% and 99.5% its
+  lower bound is above zero at 3 vs 5 and 4 vs 6 only when every run of the candidate beats
+  every run of the baseline, which errs with probability 1 / C(n + m, n) per look when nothing
+  differs (1/56 = 1.8% at 3 vs 5, 1/210 at 4 vs 6), more than 0.5% at 3 vs 5. At 95% or 96%
+  it is not that strict: 4 runs against 6 with one of each on the wrong side decide there and
+  not at 98.33% (docs/measurements/grid-local-2026-12-03d.txt). Simulated with no difference,
+  the whole procedure adopts in 3.1-3.3% of runs with one candidate (2.5% with the equal split;
+  ``benchmarks/bench_significance.py``, docs/measurements/significance-2026-12-03.txt);
 - the candidate is the best of up to ``top`` chosen on the same data, and its pool holds the
   search measurement that made it look best: a union over the candidates multiplies the bound
-  by up to ``top``. ``MIN_RUNS`` keeps a look (and the report) from deciding on 2 runs.
+  by up to ``top`` (simulated, the best of 3 and no difference: 5.6-6.3% with this split,
+  4.0-4.4% with the equal one; a verdict at 97% would still give 5.3-5.7% and leave the runs
+  above undecided). ``MIN_RUNS`` keeps a look (and the report) from deciding on 2
+  runs.
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -79,20 +88,60 @@ BASELINE = "baseline"
 """The ``candidate`` of a confirmation run of the baseline (a label, not a ``TrialKind``)."""
 
 CONFIDENCE_ATTR = "confirm_confidence"
-"""Search-study user attr: the confidence every look of the sequential confirmation used; the
-report's verdict uses it (absent: ``significance.CONFIDENCE``, a fixed design)."""
+"""Search-study user attr: the confidence of the sequential confirmation's verdict (its last
+look); the report's verdict uses it (absent: ``significance.CONFIDENCE``, a fixed design)."""
 
+LOOK_CONFIDENCE_ATTR = "confirm_look_confidence"
+"""Search-study user attr: the confidence of each earlier look, the ones that may stop the
+confirmation (absent in studies confirmed before the split: they used ``CONFIDENCE_ATTR``)."""
 
 MIN_RUNS = 3
 """Runs a side before a look may decide (the search measurement and two confirmation runs)."""
 
+INTERIM_ALPHA = 0.01
+"""The share of alpha (of ``1 - significance.CONFIDENCE`` = 5%) the looks before the verdict
+spend between them; the verdict spends the rest (module docstring)."""
 
-def look_confidence(looks: int) -> float:
-    """The confidence of each of ``looks`` looks such that a wrong decisive call at any of them
-    has probability at most ``1 - significance.CONFIDENCE`` (module docstring). Pure."""
+
+@dataclass(frozen=True)
+class LookLevels:
+    """The confidence of the looks of one sequential confirmation."""
+
+    interim: float
+    """Each look after rounds 1 .. looks - 1 (1.0 when there are none)."""
+    verdict: float
+    """The look after the last round: the report's verdict."""
+
+
+def look_levels(looks: int) -> LookLevels:
+    """The levels of ``looks`` looks such that a wrong decisive call at any of them has
+    probability at most ``1 - significance.CONFIDENCE`` (module docstring). Pure."""
     if looks < 1:
         raise ValueError("looks must be >= 1")
-    return 1 - (1 - sig.CONFIDENCE) / looks
+    alpha = 1 - sig.CONFIDENCE
+    if looks == 1:
+        return LookLevels(interim=1.0, verdict=sig.CONFIDENCE)
+    return LookLevels(interim=1 - INTERIM_ALPHA / (looks - 1), verdict=1 - (alpha - INTERIM_ALPHA))
+
+
+def undecided(
+    best: Sequence[float], baseline: Sequence[float], runner_up: Sequence[float] | None,
+    *, confidence: float, metric: str, direction: sig.Direction,
+) -> list[str]:
+    """Which comparisons of the best candidate one look leaves open: ``BASELINE`` and/or
+    ``"runner-up"`` ([] when the confirmation may stop). A comparison is decided when its
+    interval at ``confidence`` says "better" or "equivalent", on at least ``MIN_RUNS`` runs a
+    side: two values a side bootstrap to an interval narrower than the noise they come from.
+    Pure."""
+    def decided(a: Sequence[float], b: Sequence[float]) -> bool:
+        return (min(len(a), len(b)) >= MIN_RUNS
+                and sig.compare(a, b, metric=metric, direction=direction,
+                                confidence=confidence).outcome != "unclear")
+
+    todo = [] if decided(best, baseline) else [BASELINE]
+    if runner_up is not None and not decided(best, runner_up):
+        todo.append("runner-up")
+    return todo
 
 # Trials in these states hold their (configuration, round) slot: done, or about to run.
 _HOLDING = (TrialState.COMPLETE.name, TrialState.WAITING.name, TrialState.RUNNING.name)
@@ -257,14 +306,20 @@ def confirm(
         log.info("every fixed confirmation round is already complete")
     spent = 0
     rng = random.Random(seed)
-    # The verdict holds at the confidence of the most looks any confirmation of this study
-    # planned: a later call with fewer rounds must not lower it (nor a --fixed one).
+    # The verdict and the earlier looks hold at the highest level any confirmation of this
+    # study used: a later call with other rounds must not lower them (nor a --fixed one).
+    levels = look_levels(repeats) if sequential else LookLevels(1.0, sig.CONFIDENCE)
+    verdict, interim = levels.verdict, levels.interim
     recorded = studies.search.user_attrs.get(CONFIDENCE_ATTR)
-    confidence = look_confidence(repeats) if sequential else sig.CONFIDENCE
     if recorded is not None:
-        confidence = max(confidence, float(recorded))
-    if sequential and confidence != recorded:
-        studies.search.set_user_attr(CONFIDENCE_ATTR, confidence)
+        verdict = max(verdict, float(recorded))
+        # A study confirmed before the split looked at the verdict's level every time.
+        interim = max(interim, float(studies.search.user_attrs.get(LOOK_CONFIDENCE_ATTR,
+                                                                   recorded)))
+    if sequential and verdict != recorded:
+        studies.search.set_user_attr(CONFIDENCE_ATTR, verdict)
+    if sequential and interim != studies.search.user_attrs.get(LOOK_CONFIDENCE_ATTR):
+        studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
 
     rounds = 1  # round 1 is the plan's
 
@@ -275,7 +330,7 @@ def confirm(
         nonlocal rounds
         if rounds >= repeats:
             return []
-        entries = sequential_round(exp, studies, schedule.candidates, confidence)
+        entries = sequential_round(exp, studies, schedule.candidates, interim)
         rounds += 1 if entries else 0
         return rng.sample(entries, k=len(entries))
 
@@ -365,26 +420,22 @@ def sequential_round(
                 if t.user_attrs.get("kind") == TrialKind.CONFIRM), default=0)
     if not ranked or not baseline:
         return []
-    best = ranked[0]
-    metric = exp.goals[0].label
-
-    def look(a: list[float], b: list[float]) -> sig.Comparison:
-        return sig.compare(a, b, metric=metric, direction=direction, confidence=confidence)
-
-    def decided(a: list[float], b: list[float]) -> bool:
-        # Two values a side bootstrap to an interval narrower than the noise they come from:
-        # no decision on fewer than MIN_RUNS.
-        return min(len(a), len(b)) >= MIN_RUNS and look(a, b).outcome != "unclear"
-
-    todo: list[tuple[int | str, dict[str, Setting]]] = []
-    if not decided(values[best.trial], baseline):
-        todo.append((BASELINE, exp.baseline_settings()))
-    if len(ranked) > 1 and not decided(values[best.trial], values[ranked[1].trial]):
-        todo.append((ranked[1].trial, ranked[1].settings))
-    if not todo:
+    best, metric = ranked[0], exp.goals[0].label
+    runner_up = ranked[1] if len(ranked) > 1 else None
+    pending = undecided(values[best.trial], baseline,
+                        None if runner_up is None else values[runner_up.trial],
+                        confidence=confidence, metric=metric, direction=direction)
+    if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
-                 confidence * 100, sig.describe(look(values[best.trial], baseline)))
+                 confidence * 100, sig.describe(sig.compare(
+                     values[best.trial], baseline, metric=metric, direction=direction,
+                     confidence=confidence)))
         return []
+    todo: list[tuple[int | str, dict[str, Setting]]] = []
+    if BASELINE in pending:
+        todo.append((BASELINE, exp.baseline_settings()))
+    if runner_up is not None and "runner-up" in pending:
+        todo.append((runner_up.trial, runner_up.settings))
     log.info("round %d undecided: one more round of #%d and %s", done, best.trial,
              ", ".join(str(c) for c, _ in todo))
     todo.append((best.trial, best.settings))

@@ -7,17 +7,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.evidence import significance as sig
 from autotune.report import build_report
 from autotune.study import storage as st
 from autotune.study.confirm import (
     BASELINE,
     CONFIDENCE_ATTR,
+    LOOK_CONFIDENCE_ATTR,
+    MIN_RUNS,
     confirm,
-    look_confidence,
+    look_levels,
     plan,
     top_configurations,
+    undecided,
 )
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
@@ -188,11 +194,57 @@ def test_no_adaptive_round_once_the_best_is_separated(tmp_path: Path) -> None:
 # --- sequential confirmation (the default) ---------------------------------------------------
 
 
-def test_look_confidence_spends_five_percent_over_the_looks() -> None:
-    assert look_confidence(1) == 0.95
-    assert abs(look_confidence(4) - 0.9875) < 1e-12
+@pytest.mark.parametrize("looks", range(1, 9))
+def test_the_looks_spend_five_percent_between_them_most_at_the_verdict(looks: int) -> None:
+    levels = look_levels(looks)
     # The union bound: the looks' error rates add up to the 5% of one fixed look.
-    assert abs(4 * (1 - look_confidence(4)) - 0.05) < 1e-12
+    spent = (looks - 1) * (1 - levels.interim) + (1 - levels.verdict)
+    assert abs(spent - 0.05) < 1e-12
+    assert levels.verdict == (0.95 if looks == 1 else pytest.approx(0.96))
+    assert levels.interim >= levels.verdict
+
+
+def test_the_verdict_level_decides_runs_an_equal_split_left_open() -> None:
+    # Grid 2026-12-03d, replay seed 0: the true best (4 runs) against Go's default (6 runs),
+    # one run of each on the wrong side. An equal split (98.33% at each of 3 looks) left it
+    # INCONCLUSIVE; the verdict's 96% decides it.
+    best, baseline = [5.55, 5.78, 6.08, 8.09], [7.69, 7.69, 7.69, 8.91, 9.25, 9.25]
+
+    def outcome(confidence: float) -> str:
+        return sig.compare(best, baseline, metric="p99", direction="minimize",
+                           confidence=confidence).outcome
+
+    assert outcome(1 - 0.05 / 3) == "unclear"
+    assert outcome(look_levels(3).verdict) == "better"
+    # An earlier look (3 vs 5 runs, 99.5%) stops only when every run wins.
+    def pending(b: list[float]) -> list[str]:
+        return undecided(b, baseline[:5], None, confidence=look_levels(3).interim,
+                         metric="p99", direction="minimize")
+
+    assert pending([5.55, 5.78, 8.09]) == [BASELINE]
+    assert pending([5.55, 5.78, 6.08]) == []
+
+
+def test_with_no_difference_the_looks_and_verdict_wrongly_adopt_at_most_five_percent() -> None:
+    # The procedure as confirm() and the report run it, one candidate, 3 rounds: the baseline's
+    # 3 repeats and the candidate's search trial, one more run each per round; after rounds 1
+    # and 2 a look at the interim level may stop it; the verdict is the report's interval at
+    # the verdict level over everything measured. Both sides are drawn from one skewed
+    # distribution, so any ADOPT is wrong.
+    levels, rng, sims, adopted = look_levels(3), np.random.default_rng(7), 300, 0
+    for k in range(sims):
+        candidate = list(rng.lognormal(0.0, 0.2, 1))
+        baseline = list(rng.lognormal(0.0, 0.2, 3))
+        for r in (1, 2, 3):
+            candidate.append(float(rng.lognormal(0.0, 0.2)))
+            baseline.append(float(rng.lognormal(0.0, 0.2)))
+            if r < 3 and not undecided(candidate, baseline, None, confidence=levels.interim,
+                                       metric="p99", direction="minimize"):
+                break
+        verdict = sig.compare(candidate, baseline, metric="p99", direction="minimize",
+                              confidence=levels.verdict, min_runs=MIN_RUNS, seed=k)
+        adopted += verdict.outcome == "better"
+    assert adopted / sims <= 0.05
 
 
 def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
@@ -206,12 +258,26 @@ def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
     rounds = _rounds(_confirm_trials(sim.studies))
     assert sorted(rounds) == [1, 2] and len(rounds[1]) == 3 and len(rounds[2]) == 3
     assert done == 6
-    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == look_confidence(4)
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == look_levels(4).verdict
+    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == look_levels(4).interim
     report = build_report(sim.exp, sim.studies)
     assert report.verdict == "adopt"
-    assert "98.75% CI" in report.reason and "sequential confirmation" in report.method
+    assert "96% CI" in report.reason and "sequential confirmation" in report.method
+    assert "99.67% each" in report.method
     # Nothing is left to decide: a second call measures nothing.
     assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=5) == 0
+
+
+def test_a_study_confirmed_before_the_split_keeps_its_stricter_levels(tmp_path: Path) -> None:
+    # A study whose earlier confirmation looked at 98.33% every time (3 looks, equal split):
+    # continuing it must not lower the verdict's level, nor the earlier looks'.
+    sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
+    sim.runner.run(sim.studies, 6)
+    sim.studies.search.set_user_attr(CONFIDENCE_ATTR, 1 - 0.05 / 3)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 1 - 0.05 / 3
+    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == 1 - 0.005
+    assert "98.33% CI" in build_report(sim.exp, sim.studies).reason
 
 
 def _default_is_best_under_noise(tmp: Path) -> SimStudy:
