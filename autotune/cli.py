@@ -250,9 +250,10 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "the baseline in a shuffled order, each later one the best and what is "
                         "not yet decided against it (the baseline, the runner-up); it stops "
                         "at the first round after which the verdict is decisive; the looks "
-                        "that may stop it share 1%% of the 5%% error rate, the verdict after "
-                        "the last round holds at 96%% (95%% for N = 1; default 3; with --fixed "
-                        "exactly N rounds of every candidate)")
+                        "that may stop it share 1%% of the 5%% error rate, the verdict "
+                        "holds at 96%% (default 3; with 1 a candidate has 2 "
+                        "runs, fewer than the 3 an ADOPT needs; with --fixed exactly N rounds "
+                        "of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
                         "adaptive runs (the procedure before sequential confirmation)")

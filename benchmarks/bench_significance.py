@@ -65,9 +65,8 @@ def sequential_false_adopt(levels: LookLevels, noise: float, top: int, sims: int
         for r in range(1, rounds + 1):
             candidate.append(float(np.exp(noise * rng.standard_normal())))
             baseline.append(float(np.exp(noise * rng.standard_normal())))
-            if r < rounds and not undecided(candidate, baseline, None,
-                                            confidence=levels.interim, metric="x",
-                                            direction="minimize"):
+            if r < rounds and not undecided(candidate, baseline, None, levels=levels,
+                                            metric="x", direction="minimize"):
                 break
         verdict = sig.compare(candidate, baseline, metric="x", direction="minimize",
                               confidence=levels.verdict, min_runs=MIN_RUNS, seed=k)

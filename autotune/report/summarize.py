@@ -76,11 +76,11 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     rows = tuple(_row(t, data.details.get((t["study"], t["number"]), {}))
                  for t in data.status["trials"])
     objectives = _objectives(exp)
-    # A sequential confirmation looked several times: its verdict holds at the level of its
-    # last look (autotune.study.confirm), not at the usual 95%.
+    # A sequential confirmation looked several times: its verdict holds at the level the
+    # looks' split gave it (autotune.study.confirm.look_levels), not at the usual 95%.
     sequential = CONFIDENCE_ATTR in data.attrs
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
-    interim = float(data.attrs.get(LOOK_CONFIDENCE_ATTR, confidence))
+    interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
     evidence, note, baseline, found = _evidence(exp, rows, objectives, seed, confidence,
                                                 MIN_RUNS if sequential else 2)
     candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0])))
@@ -131,9 +131,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         evidence=evidence,
         evidence_note=note,
         method=sig.METHOD if not sequential else (
-            f"{sig.METHOD}; sequential confirmation: the verdict holds at "
-            f"{confidence:.2%}, the level of its last look; the earlier looks, which may stop "
-            f"it, at {interim:.2%} each (a 5% error rate over all of them, Bonferroni)"),
+            f"{sig.METHOD}; sequential confirmation: the verdict holds at {confidence:.2%}"
+            + ("" if interim is None else
+               f"; the earlier looks, which may stop it, at {float(interim):.2%} each")
+            + " (a 5% error rate over all of them, Bonferroni)"),
         verdict=decision.verdict,
         reason=decision.reason,
         recommendation=decision.chosen if decision.verdict == "adopt" else None,

@@ -32,32 +32,33 @@ until ``repeats`` rounds.
 Its error rate under repeated looks, and the limits of that claim. The looks spend alpha = 5%
 unequally (``look_levels``): the looks that may stop the confirmation early (after rounds 1 ..
 ``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3 rounds), and the
-verdict, the look after the last round, gets the other 4% (a 96% interval). The study records
-both (``CONFIDENCE_ATTR``, ``LOOK_CONFIDENCE_ATTR``); a later call never lowers either. By
-Bonferroni's inequality a wrong best-vs-baseline call at any of the looks then has probability
-at most alpha, for any split and whatever the dependence between looks. Why most of it at the
-end: an early look has the fewest runs, and at 3 to 5 runs a side the bootstrap decides only
-when every run of one beats every run of the other at any level above ~98% (below), so alpha
-spent there buys almost nothing; at the last look it buys the decisions of the runs that are
-closest. That is the shape of an O'Brien-Fleming boundary; the boundary itself needs the normal
-approximation, which 3 to 6 runs of a skewed latency do not give. Priced by replaying the
-recorded grids before it was built (docs/measurements.md: an equal split, 98.33% at every look,
-ended INCONCLUSIVE on runs it now decides). That bound is nominal:
+verdict gets the other 4% (a 96% interval; 95% for one round, which has no early look). The
+study records both (``CONFIDENCE_ATTR``, ``LOOK_CONFIDENCE_ATTR``); a later call never lowers
+either. An early look stops on the baseline comparison only when the verdict's level says the
+same (``undecided``), so an ADOPT or KEEP at round t < ``repeats`` is a call the 99.5% interval
+made, and one at the end a call of the 96% interval. By Bonferroni's inequality a wrong
+best-vs-baseline call at any of the looks then has probability at most alpha (a wrong "better",
+one side of each two-sided interval, at most alpha / 2), for any split and whatever the
+dependence between looks. Why most of it at the end: a strict constant level at the early
+looks and nearly the nominal one at the last is the Haybittle-Peto shape. With the default 3
+baseline repeats the early look that can decide compares 3 candidate runs with 5, where the
+interval says "better" above ~97.5% only when every candidate run beats every baseline run, so
+alpha spent there buys almost nothing; at the verdict (4 against 6) it decides close runs.
+Priced by replaying the recorded grids before it was built (docs/measurements.md: an equal
+split, 98.33% at every look, ended INCONCLUSIVE on runs it now decides). That bound is nominal:
 
-- at 3 to 6 runs a side the percentile bootstrap of medians is coarse: at 98.33% and 99.5% its
-  lower bound is above zero at 3 vs 5 and 4 vs 6 only when every run of the candidate beats
-  every run of the baseline, which errs with probability 1 / C(n + m, n) per look when nothing
-  differs (1/56 = 1.8% at 3 vs 5, 1/210 at 4 vs 6), more than 0.5% at 3 vs 5. At 95% or 96%
-  it is not that strict: 4 runs against 6 with one of each on the wrong side decide there and
-  not at 98.33% (docs/measurements/grid-local-2026-12-03d.txt). Simulated with no difference,
-  the whole procedure adopts in 3.1-3.3% of runs with one candidate (2.5% with the equal split;
-  ``benchmarks/bench_significance.py``, docs/measurements/significance-2026-12-03.txt);
+- at 3 to 6 runs a side the percentile bootstrap of medians is coarse and not conservative.
+  "Every run beats every run" errs with probability 1 / C(n + m, n) when nothing differs (1/56
+  = 1.8% at 3 vs 5), a lower bound on what the interval errs; from 4 runs a side one run on the
+  wrong side is called better even at 98.33%, at 4 vs 6 at 99.5%. Simulated with no difference,
+  the whole procedure adopts in 3.1-3.3% of runs with one candidate (2.5% with the equal split,
+  against the nominal 2.5% one-sided; ``benchmarks/bench_significance.py``,
+  docs/measurements/significance-2026-12-03.txt);
 - the candidate is the best of up to ``top`` chosen on the same data, and its pool holds the
   search measurement that made it look best: a union over the candidates multiplies the bound
   by up to ``top`` (simulated, the best of 3 and no difference: 5.6-6.3% with this split,
   4.0-4.4% with the equal one; a verdict at 97% would still give 5.3-5.7% and leave the runs
-  above undecided). ``MIN_RUNS`` keeps a look (and the report) from deciding on 2
-  runs.
+  above undecided). ``MIN_RUNS`` keeps a look (and the report) from deciding on 2 runs.
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -126,22 +127,29 @@ def look_levels(looks: int) -> LookLevels:
 
 def undecided(
     best: Sequence[float], baseline: Sequence[float], runner_up: Sequence[float] | None,
-    *, confidence: float, metric: str, direction: sig.Direction,
+    *, levels: LookLevels, metric: str, direction: sig.Direction,
 ) -> list[str]:
-    """Which comparisons of the best candidate one look leaves open: ``BASELINE`` and/or
+    """Which comparisons of the best candidate one early look leaves open: ``BASELINE`` and/or
     ``"runner-up"`` ([] when the confirmation may stop). A comparison is decided when its
-    interval at ``confidence`` says "better" or "equivalent", on at least ``MIN_RUNS`` runs a
-    side: two values a side bootstrap to an interval narrower than the noise they come from.
-    Pure."""
-    def decided(a: Sequence[float], b: Sequence[float]) -> bool:
-        return (min(len(a), len(b)) >= MIN_RUNS
-                and sig.compare(a, b, metric=metric, direction=direction,
-                                confidence=confidence).outcome != "unclear")
+    interval at ``levels.interim`` says "better" or "equivalent", on at least ``MIN_RUNS`` runs
+    a side: two values a side bootstrap to an interval narrower than the noise they come from.
+    The baseline's must also say the same at ``levels.verdict``, the level the report then
+    judges these runs at: an "equivalent" at 99.5% whose 96% interval says "better" would
+    otherwise stop on one call and be reported as another, a 4% look the split does not pay
+    for. Pure."""
+    def outcome(a: Sequence[float], b: Sequence[float], confidence: float) -> str:
+        if min(len(a), len(b)) < MIN_RUNS:
+            return "unclear"
+        return sig.compare(a, b, metric=metric, direction=direction,
+                           confidence=confidence).outcome
 
-    todo = [] if decided(best, baseline) else [BASELINE]
-    if runner_up is not None and not decided(best, runner_up):
+    call = outcome(best, baseline, levels.interim)
+    todo = ([] if call != "unclear" and call == outcome(best, baseline, levels.verdict)
+            else [BASELINE])
+    if runner_up is not None and outcome(best, runner_up, levels.interim) == "unclear":
         todo.append("runner-up")
     return todo
+
 
 # Trials in these states hold their (configuration, round) slot: done, or about to run.
 _HOLDING = (TrialState.COMPLETE.name, TrialState.WAITING.name, TrialState.RUNNING.name)
@@ -318,8 +326,12 @@ def confirm(
                                                                    recorded)))
     if sequential and verdict != recorded:
         studies.search.set_user_attr(CONFIDENCE_ATTR, verdict)
-    if sequential and interim != studies.search.user_attrs.get(LOOK_CONFIDENCE_ATTR):
+    # One round has no early look: nothing to record (a later call with more rounds records
+    # its own, and must not inherit a level of 100%).
+    if sequential and repeats > 1 and interim != studies.search.user_attrs.get(
+            LOOK_CONFIDENCE_ATTR):
         studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
+    used = LookLevels(interim=interim, verdict=verdict)
 
     rounds = 1  # round 1 is the plan's
 
@@ -330,7 +342,7 @@ def confirm(
         nonlocal rounds
         if rounds >= repeats:
             return []
-        entries = sequential_round(exp, studies, schedule.candidates, interim)
+        entries = sequential_round(exp, studies, schedule.candidates, used)
         rounds += 1 if entries else 0
         return rng.sample(entries, k=len(entries))
 
@@ -407,7 +419,7 @@ def _ranked(
 
 
 def sequential_round(
-    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], confidence: float,
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], levels: LookLevels,
 ) -> list[dict[str, Any]]:
     """The next round of the sequential confirmation, or [] when the look after the last round
     is decisive (module docstring; ``confirm`` stops after ``repeats`` rounds). The round holds
@@ -424,12 +436,12 @@ def sequential_round(
     runner_up = ranked[1] if len(ranked) > 1 else None
     pending = undecided(values[best.trial], baseline,
                         None if runner_up is None else values[runner_up.trial],
-                        confidence=confidence, metric=metric, direction=direction)
+                        levels=levels, metric=metric, direction=direction)
     if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
-                 confidence * 100, sig.describe(sig.compare(
+                 levels.interim * 100, sig.describe(sig.compare(
                      values[best.trial], baseline, metric=metric, direction=direction,
-                     confidence=confidence)))
+                     confidence=levels.interim)))
         return []
     todo: list[tuple[int | str, dict[str, Setting]]] = []
     if BASELINE in pending:

@@ -218,14 +218,37 @@ def test_the_verdict_level_decides_runs_an_equal_split_left_open() -> None:
     assert outcome(look_levels(3).verdict) == "better"
     # An earlier look (3 vs 5 runs, 99.5%) stops only when every run wins.
     def pending(b: list[float]) -> list[str]:
-        return undecided(b, baseline[:5], None, confidence=look_levels(3).interim,
-                         metric="p99", direction="minimize")
+        return undecided(b, baseline[:5], None, levels=look_levels(3), metric="p99",
+                         direction="minimize")
 
     assert pending([5.55, 5.78, 8.09]) == [BASELINE]
     assert pending([5.55, 5.78, 6.08]) == []
 
 
-def test_with_no_difference_the_looks_and_verdict_wrongly_adopt_at_most_five_percent() -> None:
+def test_an_early_look_does_not_stop_on_a_call_the_verdict_would_turn() -> None:
+    # At 99.5% the first 3 runs against these 5 are "equivalent" (-0.5% .. +3.4%); the report
+    # would judge the same runs at 96% (+0.5% .. +2.9%: "better") and ADOPT on a look nobody
+    # paid for. The look leaves the baseline open instead; when both levels agree it stops.
+    levels = look_levels(3)
+    baseline = [1.0, 1.01, 1.015, 1.02, 1.025]
+
+    def calls(candidate: list[float]) -> tuple[str, str]:
+        interim, verdict = (sig.compare(candidate, baseline, metric="p99", direction="minimize",
+                                        confidence=c).outcome
+                            for c in (levels.interim, levels.verdict))
+        return interim, verdict
+
+    def pending(candidate: list[float]) -> list[str]:
+        return undecided(candidate, baseline, None, levels=levels, metric="p99",
+                         direction="minimize")
+
+    assert calls([0.99, 0.995, 1.005]) == ("not better", "better")
+    assert pending([0.99, 0.995, 1.005]) == [BASELINE]
+    assert calls([1.0, 1.005, 1.01]) == ("not better", "not better")
+    assert pending([1.0, 1.005, 1.01]) == []
+
+
+def test_with_no_difference_one_candidate_is_wrongly_adopted_at_most_five_percent() -> None:
     # The procedure as confirm() and the report run it, one candidate, 3 rounds: the baseline's
     # 3 repeats and the candidate's search trial, one more run each per round; after rounds 1
     # and 2 a look at the interim level may stop it; the verdict is the report's interval at
@@ -238,7 +261,7 @@ def test_with_no_difference_the_looks_and_verdict_wrongly_adopt_at_most_five_per
         for r in (1, 2, 3):
             candidate.append(float(rng.lognormal(0.0, 0.2)))
             baseline.append(float(rng.lognormal(0.0, 0.2)))
-            if r < 3 and not undecided(candidate, baseline, None, confidence=levels.interim,
+            if r < 3 and not undecided(candidate, baseline, None, levels=levels,
                                        metric="p99", direction="minimize"):
                 break
         verdict = sig.compare(candidate, baseline, metric="p99", direction="minimize",
@@ -278,6 +301,20 @@ def test_a_study_confirmed_before_the_split_keeps_its_stricter_levels(tmp_path: 
     assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 1 - 0.05 / 3
     assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == 1 - 0.005
     assert "98.33% CI" in build_report(sim.exp, sim.studies).reason
+
+
+def test_one_round_records_no_early_look_and_a_later_call_records_its_own(
+        tmp_path: Path) -> None:
+    sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
+    sim.runner.run(sim.studies, 6)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=1, seed=5)
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.95
+    assert LOOK_CONFIDENCE_ATTR not in sim.studies.search.user_attrs
+    assert "earlier looks" not in build_report(sim.exp, sim.studies).method
+    # A later call with 3 rounds looks early at 99.5%, not at an inherited 100%.
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
+    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == 1 - 0.005
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.96
 
 
 def _default_is_best_under_noise(tmp: Path) -> SimStudy:
