@@ -248,12 +248,12 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=_positive, default=3,
                    help="confirmation rounds, at most: the first measures every candidate and "
                         "the baseline in a shuffled order, each later one the best and what is "
-                        "not yet decided against it (the baseline, the runner-up); it stops "
-                        "at the first round after which the verdict is decisive; the looks "
-                        "that may stop it share 1%% of the 5%% error rate, the verdict "
-                        "holds at 96%% (default 3; with 1 a candidate has 2 "
-                        "runs, fewer than the 3 an ADOPT needs; with --fixed exactly N rounds "
-                        "of every candidate)")
+                        "not yet decided (the baseline, the runner-up); it stops early when a "
+                        "look at 99.5%% (3 rounds; the early looks share 1%% of the 5%% error "
+                        "rate) decides, and the verdict's 96%% interval would say the same "
+                        "(default 3; with 1 the verdict is at 95%% and a candidate has 2 runs, "
+                        "fewer than the 3 an ADOPT needs; with --fixed exactly N rounds of every "
+                        "candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
                         "adaptive runs (the procedure before sequential confirmation)")

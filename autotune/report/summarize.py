@@ -133,8 +133,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         method=sig.METHOD if not sequential else (
             f"{sig.METHOD}; sequential confirmation: the verdict holds at {confidence:.2%}"
             + ("" if interim is None else
-               f"; the earlier looks, which may stop it, at {float(interim):.2%} each")
-            + " (a 5% error rate over all of them, Bonferroni)"),
+               f"; the earlier looks, which may stop it, at {float(interim):.2%} each (a "
+               "nominal 5% error rate over all of them, Bonferroni)")),
         verdict=decision.verdict,
         reason=decision.reason,
         recommendation=decision.chosen if decision.verdict == "adopt" else None,

@@ -31,26 +31,28 @@ until ``repeats`` rounds.
 
 Its error rate under repeated looks, and the limits of that claim. The looks spend alpha = 5%
 unequally (``look_levels``): the looks that may stop the confirmation early (after rounds 1 ..
-``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3 rounds), and the
-verdict gets the other 4% (a 96% interval; 95% for one round, which has no early look). The
-study records both (``CONFIDENCE_ATTR``, ``LOOK_CONFIDENCE_ATTR``); a later call never lowers
-either. An early look stops on the baseline comparison only when the verdict's level says the
-same (``undecided``), so an ADOPT or KEEP at round t < ``repeats`` is a call the 99.5% interval
-made, and one at the end a call of the 96% interval. By Bonferroni's inequality a wrong
+``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3 rounds), and the verdict
+gets the other 4% (a 96% interval; 95% for one round, which has no early look). The study
+records both (``CONFIDENCE_ATTR``, ``LOOK_CONFIDENCE_ATTR``); a later call never lowers either.
+An early look stops only when the report, judging at the verdict's level, would make the call
+the 99.5% look made, for the best and the runner-up against the baseline (``undecided``): an
+ADOPT or KEEP at round t < ``repeats`` is then a call of a 99.5% interval, one at the end a call
+of the 96% interval (the third candidate is not checked). By Bonferroni's inequality a wrong
 best-vs-baseline call at any of the looks then has probability at most alpha (a wrong "better",
 one side of each two-sided interval, at most alpha / 2), for any split and whatever the
-dependence between looks. Why most of it at the end: a strict constant level at the early
-looks and nearly the nominal one at the last is the Haybittle-Peto shape. With the default 3
-baseline repeats the early look that can decide compares 3 candidate runs with 5, where the
-interval says "better" above ~97.5% only when every candidate run beats every baseline run, so
-alpha spent there buys almost nothing; at the verdict (4 against 6) it decides close runs.
-Priced by replaying the recorded grids before it was built (docs/measurements.md: an equal
-split, 98.33% at every look, ended INCONCLUSIVE on runs it now decides). That bound is nominal:
+dependence between looks. Why most of it at the end: a strict constant level at the early looks
+and nearly the nominal one at the last is the Haybittle-Peto shape. With the default 3 baseline
+repeats the early look that can decide compares 3 candidate runs with 5, where the interval says
+"better" above ~97.5% only when every candidate run beats every baseline run, so alpha spent
+there buys almost nothing; at the verdict (4 against 6) it decides close runs. Priced by
+replaying the recorded grids before it was built (docs/measurements.md: an equal split, 98.33%
+at every look, ended INCONCLUSIVE on runs it now decides). That bound is nominal:
 
 - at 3 to 6 runs a side the percentile bootstrap of medians is coarse and not conservative.
-  "Every run beats every run" errs with probability 1 / C(n + m, n) when nothing differs (1/56
-  = 1.8% at 3 vs 5), a lower bound on what the interval errs; from 4 runs a side one run on the
-  wrong side is called better even at 98.33%, at 4 vs 6 at 99.5%. Simulated with no difference,
+  At 3 vs 5 the interval calls "better" only when every run beats every run, which errs with
+  probability 1 / C(8, 3) = 1/56 = 1.8% when nothing differs, more than that look's 0.25% share
+  of a wrong "better"; from 4 runs a side one run on the wrong side is called better even at
+  98.33%, at 4 vs 6 at 99.5%. Simulated with no difference,
   the whole procedure adopts in 3.1-3.3% of runs with one candidate (2.5% with the equal split,
   against the nominal 2.5% one-sided; ``benchmarks/bench_significance.py``,
   docs/measurements/significance-2026-12-03.txt);
@@ -129,25 +131,40 @@ def undecided(
     best: Sequence[float], baseline: Sequence[float], runner_up: Sequence[float] | None,
     *, levels: LookLevels, metric: str, direction: sig.Direction,
 ) -> list[str]:
-    """Which comparisons of the best candidate one early look leaves open: ``BASELINE`` and/or
-    ``"runner-up"`` ([] when the confirmation may stop). A comparison is decided when its
-    interval at ``levels.interim`` says "better" or "equivalent", on at least ``MIN_RUNS`` runs
-    a side: two values a side bootstrap to an interval narrower than the noise they come from.
-    The baseline's must also say the same at ``levels.verdict``, the level the report then
-    judges these runs at: an "equivalent" at 99.5% whose 96% interval says "better" would
-    otherwise stop on one call and be reported as another, a 4% look the split does not pay
-    for. Pure."""
-    def outcome(a: Sequence[float], b: Sequence[float], confidence: float) -> str:
-        if min(len(a), len(b)) < MIN_RUNS:
-            return "unclear"
-        return sig.compare(a, b, metric=metric, direction=direction,
-                           confidence=confidence).outcome
+    """Which comparisons one early look leaves open: ``BASELINE`` and/or ``"runner-up"`` ([]
+    when the confirmation may stop). Pure.
 
-    call = outcome(best, baseline, levels.interim)
+    - The best against the baseline is decided when its interval at ``levels.interim`` says
+      "better" or "equivalent" on at least ``MIN_RUNS`` runs a side (two values a side bootstrap
+      to an interval narrower than the noise they come from), and its interval at
+      ``levels.verdict``, the level the report then judges these runs at, says the same: an
+      "equivalent" at 99.5% that 96% calls "better" would stop on one call and be reported as
+      another, a 4% look the split does not pay for.
+    - The runner-up is decided when the best is separated from it at ``levels.interim`` and,
+      unless the best is better (then the report adopts the best: the largest gain), the
+      report's call on the runner-up against the baseline is not "unclear" and the same at
+      both levels: the report adopts the largest gain among every candidate called better, and
+      says INCONCLUSIVE while one is unclear. Candidates beyond the runner-up (the third of
+      ``top``, an earlier night's) are not looked at: their 2 runs rarely decide anything.
+    """
+    def outcome(a: Sequence[float], b: Sequence[float], confidence: float) -> str:
+        # As the report calls it: "better" needs MIN_RUNS a side, "equivalent" does not.
+        return sig.compare(a, b, metric=metric, direction=direction, confidence=confidence,
+                           min_runs=MIN_RUNS).outcome
+
+    call = outcome(best, baseline, levels.interim) if len(best) >= MIN_RUNS else "unclear"
     todo = ([] if call != "unclear" and call == outcome(best, baseline, levels.verdict)
             else [BASELINE])
-    if runner_up is not None and outcome(best, runner_up, levels.interim) == "unclear":
-        todo.append("runner-up")
+    if runner_up is not None:
+        separated = (min(len(best), len(runner_up)) >= MIN_RUNS
+                     and outcome(best, runner_up, levels.interim) != "unclear")
+        # When the best is better the report adopts it (it has the largest gain: both rank
+        # by the median of every run); otherwise the runner-up's own call must be final.
+        against = outcome(runner_up, baseline, levels.verdict)
+        reported = call == "better" or (
+            against != "unclear" and against == outcome(runner_up, baseline, levels.interim))
+        if not (separated and reported):
+            todo.append("runner-up")
     return todo
 
 

@@ -248,6 +248,24 @@ def test_an_early_look_does_not_stop_on_a_call_the_verdict_would_turn() -> None:
     assert pending([1.0, 1.005, 1.01]) == []
 
 
+def test_an_early_look_waits_for_the_runner_up_the_report_would_adopt_or_leave_open() -> None:
+    levels, baseline = look_levels(3), [1.0, 1.01, 1.015, 1.02, 1.025]
+
+    def pending(best: list[float], runner_up: list[float]) -> list[str]:
+        return undecided(best, baseline, runner_up, levels=levels, metric="p99",
+                         direction="minimize")
+
+    # The best is equivalent to the baseline at both levels and separated from the runner-up;
+    # the runner-up is "equivalent" at 99.5% but "better" at 96%: the report would ADOPT it on
+    # a call no look made.
+    assert pending([0.975, 0.98, 1.03], [0.99, 0.995, 1.005]) == ["runner-up"]
+    # The runner-up's comparison with the baseline is unclear at 96%: stopping would leave the
+    # report INCONCLUSIVE with a round unused.
+    assert pending([1.0, 1.005, 1.01], [0.8, 1.012, 1.013]) == ["runner-up"]
+    # A runner-up the report calls equivalent at both levels lets it stop.
+    assert pending([1.0, 1.005, 1.01], [1.01, 1.012, 1.013]) == []
+
+
 def test_with_no_difference_one_candidate_is_wrongly_adopted_at_most_five_percent() -> None:
     # The procedure as confirm() and the report run it, one candidate, 3 rounds: the baseline's
     # 3 repeats and the candidate's search trial, one more run each per round; after rounds 1
