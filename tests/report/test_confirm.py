@@ -18,7 +18,7 @@ from autotune.study.confirm import (
     BASELINE,
     CONFIDENCE_ATTR,
     LOOK_CONFIDENCE_ATTR,
-    MIN_RUNS,
+    LookLevels,
     confirm,
     look_levels,
     plan,
@@ -27,6 +27,7 @@ from autotune.study.confirm import (
 )
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
+from benchmarks.bench_significance import sequential_false_adopt
 from tests.report.simstudy import EXPERIMENT, SimStudy, open_sim, run_sim
 
 fixed = partial(confirm, sequential=False)
@@ -267,25 +268,14 @@ def test_an_early_look_waits_for_the_runner_up_the_report_would_adopt_or_leave_o
 
 
 def test_with_no_difference_one_candidate_is_wrongly_adopted_at_most_five_percent() -> None:
-    # The procedure as confirm() and the report run it, one candidate, 3 rounds: the baseline's
-    # 3 repeats and the candidate's search trial, one more run each per round; after rounds 1
-    # and 2 a look at the interim level may stop it; the verdict is the report's interval at
-    # the verdict level over everything measured. Both sides are drawn from one skewed
-    # distribution, so any ADOPT is wrong.
-    levels, rng, sims, adopted = look_levels(3), np.random.default_rng(7), 300, 0
-    for k in range(sims):
-        candidate = list(rng.lognormal(0.0, 0.2, 1))
-        baseline = list(rng.lognormal(0.0, 0.2, 3))
-        for r in (1, 2, 3):
-            candidate.append(float(rng.lognormal(0.0, 0.2)))
-            baseline.append(float(rng.lognormal(0.0, 0.2)))
-            if r < 3 and not undecided(candidate, baseline, None, levels=levels,
-                                       metric="p99", direction="minimize"):
-                break
-        verdict = sig.compare(candidate, baseline, metric="p99", direction="minimize",
-                              confidence=levels.verdict, min_runs=MIN_RUNS, seed=k)
-        adopted += verdict.outcome == "better"
-    assert adopted / sims <= 0.05
+    # The procedure as confirm() and the report run it (the benchmark's simulation of it, with
+    # the product's undecided() and levels), one candidate, 3 rounds, both sides drawn from one
+    # skewed distribution, so any ADOPT is wrong.
+    rate = sequential_false_adopt(look_levels(3), 0.2, 1, 300, np.random.default_rng(7))
+    assert rate <= 0.05
+    # The same check catches levels that spend too much: 90% at every look.
+    assert sequential_false_adopt(LookLevels(0.9, 0.9), 0.2, 1, 300,
+                                  np.random.default_rng(7)) > 0.05
 
 
 def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
