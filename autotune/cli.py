@@ -250,7 +250,9 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "the baseline in a shuffled order, each later one the best and what is "
                         "not yet decided (the baseline, the runner-up); it stops early when a "
                         "look at 99.5%% (3 rounds; the early looks share 1%% of the 5%% error "
-                        "rate) decides, and the verdict's 96%% interval would say the same "
+                        "rate) decides, and the verdict's 96%% interval would say the same; once "
+                        "the best (by the mean of its runs) is better than the baseline, the "
+                        "runner-up is not measured again "
                         "(default 3; with 1 the verdict is at 95%% and a candidate has 2 runs, "
                         "fewer than the 3 an ADOPT needs; with --fixed exactly N rounds of every "
                         "candidate)")

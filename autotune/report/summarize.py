@@ -91,7 +91,9 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
                                 candidates[0].id if candidates else None, note, None)
     else:
         decision = sig.decide(
-            [sig.Evidence(c.id, c.comparisons, c.feasible, len(c.runs)) for c in candidates],
+            [sig.Evidence(c.id, c.comparisons, c.feasible, len(c.runs),
+                          _typical(c) if evidence == "confirmation" else None)
+             for c in candidates],
             confirmed=evidence == "confirmation",
         )
     search = [r for r in rows if r.study == "search"]
@@ -212,6 +214,12 @@ def _objectives(exp: Experiment) -> tuple[Objective, ...]:
         unit = exp.metric(split_scenario(terms[0])[0]).unit if len(terms) == 1 else ""
         out.append(Objective(metric=g.label, direction=g.direction, unit=unit))
     return tuple(out)
+
+
+def _typical(c: Configuration) -> float | None:
+    """A confirmed candidate's ``significance.typical`` primary value over every run of it."""
+    values = [r.values[0] for r in c.runs if r.values]
+    return sig.typical(values) if values else None
 
 
 def _spread(values: Iterable[float]) -> Spread | None:

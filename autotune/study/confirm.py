@@ -19,13 +19,15 @@ runs, still spans "no difference" and a worthwhile one), one more shuffled round
 the unresolved ones (the best always, the runner-up and/or the baseline), until ``extra``
 trials are spent. The report then says "better" or "equivalent within X%", both honest answers.
 
-**Sequential confirmation** (the default of ``autotune run`` and ``autotune confirm``; the
-fixed rounds above are ``--fixed``). ``repeats`` is the most rounds (looks) there will be. Round
-1 measures the top candidates and the baseline, shuffled; after each round the evidence is looked
-at with the interval the report computes: the best candidate (best median over every measurement
-of it) against the baseline, and against the runner-up. A comparison is decided when its
-interval says "better" (low > 0) or "equivalent within PRACTICAL" (high < 5%), on at least
-``MIN_RUNS`` runs a side. When both are decided, confirmation stops; otherwise the next round
+**Sequential confirmation** (the default of ``autotune run`` and ``autotune confirm``; the fixed
+rounds above are ``--fixed``). ``repeats`` is the most rounds (looks) there will be. Round 1
+measures the top candidates and the baseline, shuffled; after each round the evidence is looked
+at with the interval the report computes: the best candidate (best mean over every measurement
+of it, as the report chooses among candidates: ``significance.typical``) against the baseline,
+and against the runner-up. A comparison is decided when its interval says "better" (low > 0) or
+"equivalent within PRACTICAL" (high < 5%), on at least ``MIN_RUNS`` runs a side. Confirmation
+stops when the best is decided "better" than the baseline (the report then adopts it, whatever
+the runner-up), or when both comparisons are decided (``undecided``); otherwise the next round
 measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
 until ``repeats`` rounds.
 
@@ -140,12 +142,18 @@ def undecided(
       ``levels.verdict``, the level the report then judges these runs at, says the same: an
       "equivalent" at 99.5% that 96% calls "better" would stop on one call and be reported as
       another, a 4% look the split does not pay for.
-    - The runner-up is decided when the best is separated from it at ``levels.interim`` and,
-      unless the best is better (then the report adopts the best: the largest gain), the
-      report's call on the runner-up against the baseline is not "unclear" and the same at
-      both levels: the report adopts the largest gain among every candidate called better, and
-      says INCONCLUSIVE while one is unclear. Candidates beyond the runner-up (the third of
-      ``top``, an earlier night's) are not looked at: their 2 runs rarely decide anything.
+    - The runner-up does not matter once the best is decided "better": the report adopts the
+      best mean among the candidates called better (``significance.typical``), and the best
+      is the best mean of all, so nothing the runner-up's runs say can change the verdict or
+      the configuration adopted. Measuring it until separated was priced and dropped: 0.7
+      simulated minutes a run for a within-10% share no better
+      (docs/measurements/choice-2026-12-03.txt).
+    - Otherwise the runner-up is decided when the best is separated from it at
+      ``levels.interim`` and the report's call on the runner-up against the baseline is not
+      "unclear" and the same at both levels: the report adopts the best among every candidate
+      called better, and says INCONCLUSIVE while one is unclear. Candidates beyond the
+      runner-up (the third of ``top``, an earlier night's) are not looked at: their 2 runs
+      rarely decide anything.
     """
     def outcome(a: Sequence[float], b: Sequence[float], confidence: float) -> str:
         # As the report calls it: "better" needs MIN_RUNS a side, "equivalent" does not.
@@ -155,15 +163,14 @@ def undecided(
     call = outcome(best, baseline, levels.interim) if len(best) >= MIN_RUNS else "unclear"
     todo = ([] if call != "unclear" and call == outcome(best, baseline, levels.verdict)
             else [BASELINE])
-    if runner_up is not None:
+    # When the best is better the report adopts it (both rank candidates by the mean of every
+    # run, significance.typical): the runner-up cannot change the verdict.
+    if runner_up is not None and not (call == "better" and not todo):
         separated = (min(len(best), len(runner_up)) >= MIN_RUNS
                      and outcome(best, runner_up, levels.interim) != "unclear")
-        # When the best is better the report adopts it (it has the largest gain: both rank
-        # by the median of every run); otherwise the runner-up's own call must be final.
         against = outcome(runner_up, baseline, levels.verdict)
-        reported = call == "better" or (
-            against != "unclear" and against == outcome(runner_up, baseline, levels.interim))
-        if not (separated and reported):
+        final = against != "unclear" and against == outcome(runner_up, baseline, levels.interim)
+        if not (separated and final):
             todo.append("runner-up")
     return todo
 
@@ -426,12 +433,12 @@ def pooled_values(
 def _ranked(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]
 ) -> tuple[list[Pick], dict[int, list[float]], list[float]]:
-    """The measured candidates best first (by the median of every measurement of each), those
-    measurements by trial, and the baseline's."""
+    """The measured candidates best first (by ``significance.typical`` of every measurement of
+    each, as the report chooses), those measurements by trial, and the baseline's."""
     sign = 1.0 if directions(exp)[0] == "minimize" else -1.0
     values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
     ranked = sorted((p for p in candidates if values[p.trial]),
-                    key=lambda p: sign * statistics.median(values[p.trial]))
+                    key=lambda p: sign * sig.typical(values[p.trial]))
     return ranked, values, pooled_values(studies, None)
 
 

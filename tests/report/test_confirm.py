@@ -22,12 +22,15 @@ from autotune.study.confirm import (
     confirm,
     look_levels,
     plan,
+    sequential_round,
     top_configurations,
     undecided,
 )
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
 from benchmarks.bench_significance import sequential_false_adopt
+from tests.report.builder import Builder, m
+from tests.report.builder import experiment as builder_experiment
 from tests.report.simstudy import EXPERIMENT, SimStudy, open_sim, run_sim
 
 fixed = partial(confirm, sequential=False)
@@ -265,6 +268,12 @@ def test_an_early_look_waits_for_the_runner_up_the_report_would_adopt_or_leave_o
     assert pending([1.0, 1.005, 1.01], [0.8, 1.012, 1.013]) == ["runner-up"]
     # A runner-up the report calls equivalent at both levels lets it stop.
     assert pending([1.0, 1.005, 1.01], [1.01, 1.012, 1.013]) == []
+    # A best already better than the baseline (every run beats every baseline run) is what the
+    # report adopts, whatever the runner-up: no round for a runner-up it is not separated from.
+    best, runner_up = [0.8, 0.81, 0.82], [0.79, 0.83, 0.9]
+    assert sig.compare(best, runner_up, metric="p99", direction="minimize",
+                       confidence=levels.interim).outcome == "unclear"
+    assert pending(best, runner_up) == []
 
 
 def test_with_no_difference_one_candidate_is_wrongly_adopted_at_most_five_percent() -> None:
@@ -364,3 +373,54 @@ def test_rounds_of_an_earlier_night_do_not_use_up_a_new_candidates_looks(tmp_pat
     # Go's default is the optimum under 30% noise: round 1 cannot decide, so the best is
     # measured again (in rounds numbered after the earlier night's).
     assert len(rounds) >= 2 and min(r for r in rounds if r > 1) > 3
+
+
+# --- which candidate leads: the mean of its runs (significance.typical) ----------------------
+
+
+def _two_candidates(tmp: Path, a: list[float], b: list[float],
+                    baseline: list[float]) -> tuple[Builder, list[Any]]:
+    """A sequential confirmation's evidence built run by run: candidate A (#0) and B (#1), each
+    its search trial then confirmation rounds 1, 2, ...; the baseline's repeats then rounds."""
+    bld = Builder(builder_experiment(), tmp)
+    settings = {"A": {"GOMAXPROCS": 1, "GOGC": 400}, "B": {"GOMAXPROCS": 2, "GOGC": 400}}
+    for name, values in (("A", a), ("B", b)):
+        bld.add("search", "search", settings[name], m(values[0]))
+    base = bld.exp.baseline_settings()
+    for i, v in enumerate(baseline):
+        if i < 3:
+            bld.add("reference", "baseline", base, m(v))
+        else:
+            bld.add("reference", "confirm", base, m(v), candidate=BASELINE, round=i - 2)
+    for trial, (name, values) in enumerate((("A", a), ("B", b))):
+        for r, v in enumerate(values[1:], start=1):
+            bld.add("reference", "confirm", settings[name], m(v), candidate=trial, round=r)
+    bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
+    picks = top_configurations([trial_summary(t) for t in bld.studies.search.get_trials()],
+                               ["minimize"], 2, exclude=[base])
+    return bld, picks
+
+
+def test_the_leader_is_the_candidate_with_the_best_mean_not_one_lucky_median(
+        tmp_path: Path) -> None:
+    # A's median (4.1) is the lowest, but one of its 3 runs is 12: the mean ranks B first,
+    # which is already better than the baseline at both levels, so the confirmation stops (the
+    # report adopts B whatever A's runs). Led by A's median it would measure A and the baseline
+    # again (A against the baseline is still open).
+    bld, picks = _two_candidates(tmp_path, a=[4.0, 4.1, 12.0], b=[5.4, 5.5, 5.6],
+                                 baseline=[10.0, 10.4, 10.8, 10.2, 10.6])
+    assert sequential_round(bld.exp, bld.studies, picks, look_levels(3)) == []
+    report = build_report(bld.exp, bld.studies)
+    assert report.verdict == "adopt" and report.recommendation == "#1"
+
+
+def test_the_report_adopts_the_better_mean_among_candidates_both_called_better(
+        tmp_path: Path) -> None:
+    # Both beat the baseline by the median interval; A has the larger median gain (4.15 ms),
+    # B the lower mean (4.65 against 4.95: A's 7.5 ms run). The report adopts B and says why.
+    bld, _ = _two_candidates(tmp_path, a=[4.0, 4.1, 4.2, 7.5], b=[4.5, 4.6, 4.7, 4.8],
+                             baseline=[10.0, 10.4, 10.8, 10.2, 10.6, 10.1])
+    report = build_report(bld.exp, bld.studies)
+    assert report.verdict == "adopt" and report.recommendation == "#1"
+    assert all(c.comparisons[0].outcome == "better" for c in report.candidates)
+    assert "chosen over #0" in report.reason and "mean of its runs" in report.reason

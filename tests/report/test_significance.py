@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -206,3 +208,20 @@ def test_an_interval_blown_open_by_one_run_is_not_answered_with_a_repeat_count()
     assert d.verdict == "inconclusive"
     assert "far from the rest" in d.reason and "would settle it" not in d.reason
     assert "tail risk" in d.reason  # a throttled window may be the configuration's own
+
+
+def test_decide_chooses_among_better_candidates_by_the_typical_value_when_every_one_has_it(
+) -> None:
+    # #2 has the larger median gain, #1 the lower mean of its runs: #1 is adopted, and says so.
+    one = replace(_ev("#1", 0.2, "better"), typical=0.81)
+    two = replace(_ev("#2", 0.4, "better"), typical=0.90)
+    d = sig.decide([one, two], confirmed=True)
+    assert (d.verdict, d.chosen) == ("adopt", "#1")
+    assert "chosen over #2" in d.reason and "(0.81 vs 0.9)" in d.reason
+    # Maximizing, the higher typical value wins.
+    up = [replace(e, comparisons=(replace(e.comparisons[0], direction="maximize"),))
+          for e in (one, two)]
+    assert sig.decide(up, confirmed=True).chosen == "#2"
+    # Without it for every candidate (a search-only report), the median gain decides.
+    assert sig.decide([one, _ev("#2", 0.4, "better")], confirmed=True).chosen == "#2"
+    assert sig.typical([1.0, 2.0, 6.0]) == 3.0
