@@ -42,8 +42,9 @@ interval above; among those it calls better, the one adopted is the one with the
 value, the **mean** of its runs. Choosing is an estimate, not a test: with the 3 to 6 runs a
 confirmation gives a candidate, a median is one or two of them, the mean uses all, and the
 whole-run replay of the recorded grids picks a configuration within 10% of the best more often
-that way (docs/measurements/choice-2026-12-03.txt: 12-03b 93% -> 97%, the outside inventory
-service 69% -> 76%) with the same verdicts. A run far from the rest still cannot make a
+that way (docs/measurements/choice-2026-12-03.txt, with the confirmation's leader by the mean
+too and its early stop: 12-03b 93% -> 96%, 12-03c 90% -> 94%, the outside inventory service
+69% -> 73%; the same verdict in 1097 of 1100 runs). A run far from the rest still cannot make a
 candidate adopted (the median interval decides that); it can only make another candidate the
 interval also calls better preferred to it, which is the tail risk one would want to avoid.
 """
@@ -215,7 +216,8 @@ class Decision:
 def decide(candidates: Sequence[Evidence], *, confirmed: bool) -> Decision:
     """The verdict over all candidates.
 
-    - **adopt** the best (largest primary improvement) candidate that is ``better`` on the primary
+    - **adopt** the best (``typical``, else the largest primary improvement) candidate that is
+      ``better`` on the primary
       objective, not significantly worse (interval entirely below 0) on any other objective, and
       feasible in every run;
     - otherwise **inconclusive** when a feasible candidate's primary comparison is ``unclear``;

@@ -283,7 +283,8 @@ class Report:
     """The best candidate's primary comparison (a copy, for machine readers of report.json)."""
     baseline: Configuration | None
     candidates: tuple[Configuration, ...]
-    """Best first (primary objective median)."""
+    """Best first: confirmed candidates by the mean of their runs (the order the verdict chooses
+    in, ``significance.typical``), search-only ones by the primary objective's median."""
     baseline_band: Spread | None
     """The primary objective of the baseline repeats measured before the search."""
     history: tuple[HistoryPoint, ...]

@@ -83,7 +83,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
     evidence, note, baseline, found = _evidence(exp, rows, objectives, seed, confidence,
                                                 MIN_RUNS if sequential else 2)
-    candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0])))
+    # Confirmed candidates in the order the verdict chooses among them (the mean of their runs,
+    # significance.typical); search-only ones by their median.
+    by_mean = evidence == "confirmation"
+    candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0], by_mean)))
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
         # forced export would apply.
@@ -142,7 +145,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         recommendation=decision.chosen if decision.verdict == "adopt" else None,
         best_candidate=decision.chosen,
         repeats_needed=decision.repeats_needed,
-        separation=_separation(chosen, candidates, objectives[0], seed),
+        separation=_separation(chosen, candidates, objectives[0], seed, by_mean),
         improvement=chosen.comparisons[0] if chosen is not None and chosen.comparisons else None,
         baseline=baseline,
         candidates=candidates,
@@ -372,13 +375,13 @@ def _metric(exp: Experiment, name: str, runs: Sequence[TrialRow]) -> MetricSumma
 
 
 def _separation(chosen: Configuration | None, candidates: Sequence[Configuration],
-                primary: Objective, seed: int) -> str | None:
+                primary: Objective, seed: int, by_mean: bool) -> str | None:
     """The chosen configuration against the best other feasible one, by every measurement of
     each: better beyond the noise, or "equivalent within X%" (the widest the interval allows)."""
     others = [c for c in candidates if c is not chosen and c.feasible and c.runs]
     if chosen is None or not chosen.runs or not others:
         return None
-    runner_up = min(others, key=lambda c: _rank(c, primary))
+    runner_up = min(others, key=lambda c: _rank(c, primary, by_mean))
     mine = [r.values[0] for r in chosen.runs if r.values]
     theirs = [r.values[0] for r in runner_up.runs if r.values]
     c = sig.compare(mine, theirs, metric=primary.metric, direction=primary.direction, seed=seed)
@@ -392,11 +395,14 @@ def _separation(chosen: Configuration | None, candidates: Sequence[Configuration
             f"({sig.describe(c)}); either is a sound choice")
 
 
-def _rank(c: Configuration, primary: Objective) -> tuple[float, str]:
+def _rank(c: Configuration, primary: Objective, by_mean: bool) -> tuple[float, float, str]:
+    """Best first: by ``significance.typical`` of the runs (``by_mean``), then the median."""
     if not c.objectives:
-        return (float("inf"), c.id)
+        return (float("inf"), float("inf"), c.id)
+    sign = 1.0 if primary.direction == "minimize" else -1.0
+    mean = _typical(c) if by_mean else None
     median = c.objectives[0].median
-    return (median if primary.direction == "minimize" else -median, c.id)
+    return (sign * (median if mean is None else mean), sign * median, c.id)
 
 
 # --- search ------------------------------------------------------------------------------------

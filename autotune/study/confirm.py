@@ -143,11 +143,14 @@ def undecided(
       "equivalent" at 99.5% that 96% calls "better" would stop on one call and be reported as
       another, a 4% look the split does not pay for.
     - The runner-up does not matter once the best is decided "better": the report adopts the
-      best mean among the candidates called better (``significance.typical``), and the best
-      is the best mean of all, so nothing the runner-up's runs say can change the verdict or
-      the configuration adopted. Measuring it until separated was priced and dropped: 0.7
-      simulated minutes a run for a within-10% share no better
-      (docs/measurements/choice-2026-12-03.txt).
+      best mean among the feasible candidates called better (``significance.typical``), and
+      the best is the best mean of tonight's feasible candidates (``_ranked``), so the
+      runner-up's runs cannot change the verdict or the configuration adopted (a candidate of
+      an earlier night, with a better mean and called better, still can: the report judges
+      it at the verdict's level). Measuring the runner-up until separated was priced and
+      dropped: 0.7 simulated minutes a run, within-10% about the same (12-03b/c/d 97/93/89%
+      with those rounds, 96/94/90% without; inventory 76% against 73%;
+      docs/measurements/choice-2026-12-03.txt).
     - Otherwise the runner-up is decided when the best is separated from it at
       ``levels.interim`` and the report's call on the runner-up against the baseline is not
       "unclear" and the same at both levels: the report adopts the best among every candidate
@@ -407,7 +410,12 @@ def pooled_values(
     """Every completed measurement of a configuration's first objective: its search trials and
     its confirmation runs; for ``None`` (the baseline) its repeats and interleaved runs. In a
     pool, not those of a member whose baseline differs (``comparable``)."""
-    out: list[float] = []
+    return [t.values[0] for t in _pooled(studies, settings)]
+
+
+def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
+    """The completed trials ``pooled_values`` takes its values from."""
+    out: list[FrozenTrial] = []
     key = None if settings is None else settings_key(settings)
     reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
     mine = comparable(reference)
@@ -422,10 +430,9 @@ def pooled_values(
             hit = (kind == TrialKind.CONFIRM and candidate != BASELINE
                    and settings_key(t.user_attrs.get("settings", {})) == key)
         if hit and t.values:
-            out.append(t.values[0])
+            out.append(t)
     if key is not None:
-        out += [t.values[0] for t in studies.search.get_trials(deepcopy=False,
-                                                                states=[TrialState.COMPLETE])
+        out += [t for t in studies.search.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
                 if t.values and settings_key(t.params) == key and mine(t)]
     return out
 
@@ -433,12 +440,17 @@ def pooled_values(
 def _ranked(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]
 ) -> tuple[list[Pick], dict[int, list[float]], list[float]]:
-    """The measured candidates best first (by ``significance.typical`` of every measurement of
-    each, as the report chooses), those measurements by trial, and the baseline's."""
+    """The measured candidates the report may adopt, best first (by ``significance.typical`` of
+    every measurement of each, ties by the median, as the report chooses), those measurements by
+    trial, and the baseline's. A candidate with a run that violated a constraint is left out:
+    the report never adopts it, so it must not lead (nor be the runner-up) a look."""
     sign = 1.0 if directions(exp)[0] == "minimize" else -1.0
-    values = {p.trial: pooled_values(studies, p.settings) for p in candidates}
-    ranked = sorted((p for p in candidates if values[p.trial]),
-                    key=lambda p: sign * sig.typical(values[p.trial]))
+    trials = {p.trial: _pooled(studies, p.settings) for p in candidates}
+    values = {n: [t.values[0] for t in ts] for n, ts in trials.items()}
+    ranked = sorted((p for p in candidates if trials[p.trial]
+                     and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
+                    key=lambda p: (sign * sig.typical(values[p.trial]),
+                                   sign * statistics.median(values[p.trial]), p.trial))
     return ranked, values, pooled_values(studies, None)
 
 

@@ -378,10 +378,11 @@ def test_rounds_of_an_earlier_night_do_not_use_up_a_new_candidates_looks(tmp_pat
 # --- which candidate leads: the mean of its runs (significance.typical) ----------------------
 
 
-def _two_candidates(tmp: Path, a: list[float], b: list[float],
-                    baseline: list[float]) -> tuple[Builder, list[Any]]:
+def _two_candidates(tmp: Path, a: list[float], b: list[float], baseline: list[float],
+                    *, gc: float = 0.002) -> tuple[Builder, list[Any]]:
     """A sequential confirmation's evidence built run by run: candidate A (#0) and B (#1), each
-    its search trial then confirmation rounds 1, 2, ...; the baseline's repeats then rounds."""
+    its search trial then confirmation rounds 1, 2, ...; the baseline's repeats then rounds.
+    B's last run has GC pause ``gc`` (the experiment's constraint: at most 0.005 s)."""
     bld = Builder(builder_experiment(), tmp)
     settings = {"A": {"GOMAXPROCS": 1, "GOGC": 400}, "B": {"GOMAXPROCS": 2, "GOGC": 400}}
     for name, values in (("A", a), ("B", b)):
@@ -394,7 +395,9 @@ def _two_candidates(tmp: Path, a: list[float], b: list[float],
             bld.add("reference", "confirm", base, m(v), candidate=BASELINE, round=i - 2)
     for trial, (name, values) in enumerate((("A", a), ("B", b))):
         for r, v in enumerate(values[1:], start=1):
-            bld.add("reference", "confirm", settings[name], m(v), candidate=trial, round=r)
+            last = name == "B" and r == len(values) - 1
+            bld.add("reference", "confirm", settings[name], m(v, gc=gc if last else 0.002),
+                    candidate=trial, round=r)
     bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
     picks = top_configurations([trial_summary(t) for t in bld.studies.search.get_trials()],
                                ["minimize"], 2, exclude=[base])
@@ -424,3 +427,13 @@ def test_the_report_adopts_the_better_mean_among_candidates_both_called_better(
     assert report.verdict == "adopt" and report.recommendation == "#1"
     assert all(c.comparisons[0].outcome == "better" for c in report.candidates)
     assert "chosen over #0" in report.reason and "mean of its runs" in report.reason
+
+
+def test_a_candidate_with_an_infeasible_run_never_leads_a_look(tmp_path: Path) -> None:
+    # B has the best runs but its last one broke the GC-pause constraint: the report will not
+    # adopt it, so the look must not stop on it. A (2 runs, undecided) gets its round.
+    bld, picks = _two_candidates(tmp_path, a=[5.0, 5.1], b=[4.0, 4.1, 4.2],
+                                 baseline=[10.0, 10.4, 10.8, 10.2, 10.6], gc=0.006)
+    entries = sequential_round(bld.exp, bld.studies, picks, look_levels(3))
+    assert {e["candidate"] for e in entries} == {0, BASELINE}
+    assert build_report(bld.exp, bld.studies).verdict == "inconclusive"  # A: 2 runs so far
