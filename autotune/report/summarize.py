@@ -395,14 +395,17 @@ def _separation(chosen: Configuration | None, candidates: Sequence[Configuration
             f"({sig.describe(c)}); either is a sound choice")
 
 
-def _rank(c: Configuration, primary: Objective, by_mean: bool) -> tuple[float, float, str]:
-    """Best first: by ``significance.typical`` of the runs (``by_mean``), then the median."""
+def _rank(c: Configuration, primary: Objective,
+          by_mean: bool) -> tuple[float, float, float, str]:
+    """Best first: by ``significance.typical`` of the runs (``by_mean``), then the median, then
+    the trial number (as the confirmation's leader is chosen: ``confirm._ranked``)."""
+    trial = float("inf") if c.trial is None else float(c.trial)
     if not c.objectives:
-        return (float("inf"), float("inf"), c.id)
+        return (float("inf"), float("inf"), trial, c.id)
     sign = 1.0 if primary.direction == "minimize" else -1.0
     mean = _typical(c) if by_mean else None
     median = c.objectives[0].median
-    return (sign * (median if mean is None else mean), sign * median, c.id)
+    return (sign * (median if mean is None else mean), sign * median, trial, c.id)
 
 
 # --- search ------------------------------------------------------------------------------------

@@ -148,9 +148,9 @@ def undecided(
       runner-up's runs cannot change the verdict or the configuration adopted (a candidate of
       an earlier night, with a better mean and called better, still can: the report judges
       it at the verdict's level). Measuring the runner-up until separated was priced and
-      dropped: 0.7 simulated minutes a run, within-10% about the same (12-03b/c/d 97/93/89%
-      with those rounds, 96/94/90% without; inventory 76% against 73%;
-      docs/measurements/choice-2026-12-03.txt).
+      dropped: 0.7 simulated minutes a run; within-10% a point either way on the demo grids
+      and 3 points lower on the outside service (12-03b/c/d 97/93/89% with those rounds,
+      96/94/90% without; inventory 76% against 73%; docs/measurements/choice-2026-12-03.txt).
     - Otherwise the runner-up is decided when the best is separated from it at
       ``levels.interim`` and the report's call on the runner-up against the baseline is not
       "unclear" and the same at both levels: the report adopts the best among every candidate
@@ -495,7 +495,8 @@ def adaptive_round(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], repeats: int
 ) -> list[dict[str, Any]]:
     """The next adaptive round's entries, or [] when the best candidate is separated from the
-    runner-up and from the baseline (or there is nothing to separate)."""
+    runner-up and from the baseline (or there is nothing to separate). Like the sequential
+    looks it leads with the best mean among the candidates feasible in every run (``_ranked``)."""
     direction = directions(exp)[0]
     ranked, values, baseline = _ranked(exp, studies, candidates)
     if not ranked or not baseline:

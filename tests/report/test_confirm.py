@@ -437,3 +437,28 @@ def test_a_candidate_with_an_infeasible_run_never_leads_a_look(tmp_path: Path) -
     entries = sequential_round(bld.exp, bld.studies, picks, look_levels(3))
     assert {e["candidate"] for e in entries} == {0, BASELINE}
     assert build_report(bld.exp, bld.studies).verdict == "inconclusive"  # A: 2 runs so far
+
+
+def test_on_an_exact_tie_the_look_and_the_report_name_the_same_candidate(
+        tmp_path: Path) -> None:
+    # #3 and #12 measured exactly alike, both better: the look stops on #3 (the lower trial
+    # number), and the report adopts #3 too, not "#12", which sorts first as text.
+    bld = Builder(builder_experiment(), tmp_path)
+    tied = {3: {"GOMAXPROCS": 1, "GOGC": 400}, 12: {"GOMAXPROCS": 2, "GOGC": 400}}
+    for n in range(13):  # the others broke the GC-pause constraint: never candidates
+        bld.add("search", "search", tied.get(n, {"GOMAXPROCS": 4, "GOGC": 25 * (n + 1)}),
+                m(4.0 if n in tied else 3.0, gc=0.002 if n in tied else 0.006))
+    base = bld.exp.baseline_settings()
+    for i, v in enumerate([10.0, 10.4, 10.8, 10.2, 10.6]):
+        bld.add("reference", "baseline" if i < 3 else "confirm", base, m(v),
+                **({} if i < 3 else {"candidate": BASELINE, "round": i - 2}))
+    for n, settings in tied.items():
+        for r, v in ((1, 4.1), (2, 4.2)):
+            bld.add("reference", "confirm", settings, m(v), candidate=n, round=r)
+    bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
+    picks = top_configurations([trial_summary(t) for t in bld.studies.search.get_trials()],
+                               ["minimize"], 2, exclude=[base])
+    assert [p.trial for p in picks] == [3, 12]
+    assert sequential_round(bld.exp, bld.studies, picks, look_levels(3)) == []
+    report = build_report(bld.exp, bld.studies)
+    assert report.recommendation == "#3" and [c.id for c in report.candidates] == ["#3", "#12"]
