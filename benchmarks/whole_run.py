@@ -20,6 +20,14 @@ Correctness against the grid's ground truth (the median of every recorded repeat
     .venv/bin/python -m benchmarks.whole_run --fixed    # the fixed confirmation rounds
     .venv/bin/python -m benchmarks.whole_run --screening 5   # study.screening {after: 5s}
 
+``--drift F`` makes the host drift during every run: each read of an objective's metric is
+scaled by ``1 + F * t / 360`` at the simulated second ``t`` the window ends (F per 6 simulated
+minutes, about one run; F < 0: the host gets faster). Every configuration drifts alike, so the
+truth (and which configuration is best) does not change; what changes is that measurements taken
+at different times differ by more than the recorded noise: the baseline's repeats come first,
+the search in the middle, the confirmation last. The live demo of 2026-12-03 read its baseline
+~20% slower at the end than at the start (docs/measurements/demo-2026-12-03e.txt).
+
 ``--window 8`` measures every window over its first 8 s only: the replay answers each read
 from the grid's ``<metric>_first_8s`` columns (``target.replay.window``), and each trial costs
 8 s of window instead of the recorded one. The truth stays the median of the full recorded
@@ -42,6 +50,7 @@ Not a test: it prints a table for a human, and writes every run to --out (JSON).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -62,6 +71,8 @@ from autotune.errors import TargetError
 from autotune.evidence.significance import PRACTICAL
 from autotune.experiment import load_experiment
 from autotune.experiment.models import Experiment, Screening
+from autotune.live import Live, Window
+from autotune.metrics.base import MetricSource, Reading
 from autotune.platforms.replay import Replay, ReplayGrid, early_column
 from autotune.progress import SilentProgress
 from autotune.report.history import verdict_record
@@ -141,6 +152,33 @@ class Outcome:
 
 MISSES = ("search", "top", "verdict")
 
+DRIFT_SPAN = 360.0
+"""``--drift F`` is the drift over this many simulated seconds (about one run)."""
+
+
+class Drifting:
+    """A metric source whose objective reads drift with the simulated time (``--drift``)."""
+
+    def __init__(self, source: MetricSource, metrics: set[str], drift: float,
+                 clock: FakeClock) -> None:
+        self.source, self.metrics, self.drift, self.clock = source, metrics, drift, clock
+
+    def factor(self, at: float) -> float:
+        return max(0.1, 1 + self.drift * at / DRIFT_SPAN)
+
+    def observe(self, live: Live) -> None:
+        self.source.observe(live)
+
+    def read(self, queries: Mapping[str, str], window: Window,
+             live: Live) -> dict[str, Reading]:
+        read = self.source.read(queries, window, live)
+        factor = self.factor(self.clock.monotonic())
+        return {name: value * factor if name in self.metrics and isinstance(value, float)
+                else value for name, value in read.items()}
+
+    def close(self) -> None:
+        self.source.close()
+
 
 def missed_at(g: Ground, searched: set[str], confirmed: set[str], within: bool) -> str | None:
     """The stage at which a run that ends outside 10% of the best lost every configuration
@@ -176,6 +214,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     if "baseline_repeats" in options:
         update["baseline"] = exp.baseline.model_copy(
             update={"repeats": options.pop("baseline_repeats")})
+    drift = options.pop("drift", None)
     exp = exp.model_copy(update=update)
     assert exp.target.replay is not None
     grid = ReplayGrid.load(exp.target.replay.grid)
@@ -183,7 +222,11 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     t0 = time.perf_counter()
     clock = FakeClock()
     with tempfile.TemporaryDirectory(prefix="whole-run-") as tmp:
-        runner = StudyRunner(exp, Replay(exp, grid, clock, seed).backends(), clock=clock,
+        backends = Replay(exp, grid, clock, seed).backends()
+        if drift:
+            backends = dataclasses.replace(backends, source=Drifting(
+                backends.source, {m for goal in exp.goals for m in goal.terms}, drift, clock))
+        runner = StudyRunner(exp, backends, clock=clock,
                              progress=SilentProgress(), journal=_NoJournal(Path(tmp) / "j.jsonl"),
                              experiment_hash="whole-run")
         night = nightly.run_night(exp, f"sqlite:///{tmp}/study.db", runner,
@@ -334,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure every window over its first SECONDS only (grids that "
                              "recorded them: grid_local.py --early); the truth stays the "
                              "recorded full windows'")
+    parser.add_argument("--drift", type=float, default=None, metavar="F",
+                        help="scale the objective's reads by 1 + F per 6 simulated minutes "
+                             "(every configuration alike; the truth unchanged)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("results/whole-run.json"))
     args = parser.parse_args(argv)
@@ -351,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         options["screening"] = (args.screening, args.factor)
     if args.window is not None:
         options["window"] = args.window
+    if args.drift:
+        options["drift"] = args.drift
     if args.screening is not None or args.window is not None:
         skipped = {p: why for p in paths
                    if (why := unrecorded(p, args.screening, args.window))}

@@ -147,9 +147,9 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
 
 def verdict_line(record: dict[str, Any]) -> str:
     """``verdict: ADOPT GOMAXPROCS=1 GOGC=50 - <reason>``: on ADOPT the settings themselves,
-    since the run's "best" line above names the best single search measurement, which can be
-    another configuration than the one the pooled confirmation runs chose (the walkthrough's
-    stumble)."""
+    since the run's "best search trial" line above names the best single search measurement,
+    which can be another configuration than the one the pooled confirmation runs chose (the
+    walkthrough's stumble)."""
     verdict = str(record["verdict"]).upper()
     candidate = record.get("candidate")
     if record["verdict"] == "adopt" and candidate:

@@ -203,6 +203,15 @@ def typical(values: Sequence[float]) -> float:
     return statistics.fmean(values)
 
 
+def rank_key(values: Sequence[float], direction: Direction) -> tuple[float, float]:
+    """Sorts candidates best first: by ``typical``, ties by the median, oriented so that lower
+    is better. The confirmation's leader (``autotune.study.confirm``) and the report's order of
+    confirmed candidates both sort by it (then by trial number), so a look and the report name
+    the same candidate. Pure."""
+    sign = 1.0 if direction == "minimize" else -1.0
+    return (sign * typical(values), sign * statistics.median(values))
+
+
 @dataclass(frozen=True)
 class Decision:
     verdict: Verdict

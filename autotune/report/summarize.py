@@ -2,11 +2,12 @@
 
 Which evidence decides:
 
-- **confirmation** (any complete ``kind="confirm"`` trial of a candidate): each candidate's
-  confirmation runs against the baseline's confirmation runs (interleaved with them, so they
-  share the conditions). The baseline repeats measured before the search are not pooled in: the
-  search may have run hours earlier. Only when no interleaved baseline run completed are they used,
-  and the report says so.
+- **confirmation** (any complete ``kind="confirm"`` trial of a candidate): every measurement
+  of each candidate (its search trials and confirmation runs) against every measurement of the
+  baseline (its repeats before the search and its runs interleaved with the candidates'). When
+  the baseline's two groups show that the host drifted during the run
+  (``autotune.evidence.drift``), the note and the verdict's reason say so, with the baseline's
+  runs; the evidence stays pooled (judging the interleaved runs alone was priced and did worse).
 - **search** (no confirmation): the top distinct feasible search configurations (as ``autotune
   confirm`` would pick them) against the baseline repeats, with the stricter fallback rule of
   ``significance`` (borrowed noise, 20% margin): at most "inconclusive" unless overwhelming.
@@ -18,10 +19,11 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autotune.evidence import significance as sig
+from autotune.evidence.drift import Drift, drift
 from autotune.evidence.members import differing
 from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Experiment
@@ -81,8 +83,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     sequential = CONFIDENCE_ATTR in data.attrs
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
-    evidence, note, baseline, found = _evidence(exp, rows, objectives, seed, confidence,
-                                                MIN_RUNS if sequential else 2)
+    evidence, note, baseline, found, shift = _evidence(exp, rows, objectives, seed, confidence,
+                                                       MIN_RUNS if sequential else 2)
     # Confirmed candidates in the order the verdict chooses among them (the mean of their runs,
     # significance.typical); search-only ones by their median.
     by_mean = evidence == "confirmation"
@@ -99,6 +101,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
              for c in candidates],
             confirmed=evidence == "confirmation",
         )
+        if shift is not None:  # the note has the runs; the reason, read alone, must say it too
+            decision = replace(decision, reason=f"{decision.reason}. {shift.warning()}")
     search = [r for r in rows if r.study == "search"]
     chosen = next((c for c in candidates if c.id == decision.chosen), None)
     measured: dict[str, list[TrialRow]] = {}
@@ -237,7 +241,7 @@ def _spread(values: Iterable[float]) -> Spread | None:
 def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
     confidence: float, min_runs: int,
-) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration]]:
+) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration], Drift | None]:
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
@@ -279,7 +283,13 @@ def _evidence(
                 f"{len(confirm)} candidate(s) in {rounds} round(s), pooled with their "
                 f"{searched} search measurement(s); baseline: {len(repeats)} repeats before the "
                 f"search and {len(confirmed_baseline)} runs interleaved with the candidates")
-        return "confirmation", note, baseline, candidates
+        # A host that drifted during the run biases pooled evidence (autotune.evidence.drift):
+        # the reader must know, even though the verdict still pools.
+        shift = drift([r.values[0] for r in repeats if r.values],
+                      [r.values[0] for r in confirmed_baseline if r.values])
+        if shift is not None:
+            note += f". {shift.text(objectives[0].metric)}"
+        return "confirmation", note, baseline, candidates, shift
 
     picks = top_configurations([_summary(r) for r in search], [o.direction for o in objectives],
                                TOP, exclude=[exp.baseline_settings()])
@@ -287,11 +297,11 @@ def _evidence(
         unmatched = [_configuration(exp, f"#{p.trial}", p.trial,
                                     by_settings[settings_key(p.settings)], (), ()) for p in picks]
         return ("none", "the baseline was never measured successfully, so no candidate can be "
-                "compared with it", None, unmatched)
+                "compared with it", None, unmatched, None)
     baseline = _configuration(exp, "baseline", None, repeats, (), ())
     if not picks:
         return ("none", "no feasible completed search trial to compare with the baseline",
-                baseline, [])
+                baseline, [], None)
     candidates = [
         _candidate(exp, p.trial, by_settings[settings_key(p.settings)],
                    by_settings[settings_key(p.settings)], baseline, objectives, seed,
@@ -303,7 +313,7 @@ def _evidence(
             "search measurement borrows the baseline's relative noise, and adopting needs the "
             f"whole interval above {sig.FALLBACK_MARGIN:.0%}. Run `autotune confirm` for a "
             "verdict from interleaved repeats")
-    return "search", note, baseline, candidates
+    return "search", note, baseline, candidates, None
 
 
 def _summary(r: TrialRow) -> dict[str, Any]:
@@ -397,15 +407,18 @@ def _separation(chosen: Configuration | None, candidates: Sequence[Configuration
 
 def _rank(c: Configuration, primary: Objective,
           by_mean: bool) -> tuple[float, float, float, str]:
-    """Best first: by ``significance.typical`` of the runs (``by_mean``), then the median, then
-    the trial number (as the confirmation's leader is chosen: ``confirm._ranked``)."""
+    """Best first: ``by_mean``, by ``significance.rank_key`` of the runs (the mean, then the
+    median: as the confirmation's leader is chosen, ``confirm._ranked``); otherwise by the
+    median; then the trial number."""
     trial = float("inf") if c.trial is None else float(c.trial)
+    values = [r.values[0] for r in c.runs if r.values]
+    if by_mean and values:
+        return (*sig.rank_key(values, primary.direction), trial, c.id)
     if not c.objectives:
         return (float("inf"), float("inf"), trial, c.id)
     sign = 1.0 if primary.direction == "minimize" else -1.0
-    mean = _typical(c) if by_mean else None
     median = c.objectives[0].median
-    return (sign * (median if mean is None else mean), sign * median, trial, c.id)
+    return (sign * median, sign * median, trial, c.id)
 
 
 # --- search ------------------------------------------------------------------------------------

@@ -381,7 +381,8 @@ def confirm(
         entries = rng.sample(entries, k=len(entries))[: extra - spent]
         if entries:
             log.info("not yet separated: one more round of %s",
-                     ", ".join(str(e["candidate"]) for e in entries))
+                     ", ".join(e["candidate"] if e["candidate"] == BASELINE
+                               else f"#{e['candidate']}" for e in entries))
         spent += len(entries)
         return entries
 
@@ -414,11 +415,16 @@ def pooled_values(
 
 
 def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
-    """The completed trials ``pooled_values`` takes its values from."""
+    """The completed trials ``pooled_values`` takes its values from, in the order the report
+    pools them (``autotune.report.summarize``: search trials, then the reference study's), so
+    that a look and the report, bootstrapping with one seed, draw the same resamples."""
     out: list[FrozenTrial] = []
     key = None if settings is None else settings_key(settings)
     reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
     mine = comparable(reference)
+    if key is not None:
+        out += [t for t in studies.search.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+                if t.values and settings_key(t.params) == key and mine(t)]
     for t in reference:
         if not mine(t):
             continue
@@ -431,26 +437,22 @@ def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[Fro
                    and settings_key(t.user_attrs.get("settings", {})) == key)
         if hit and t.values:
             out.append(t)
-    if key is not None:
-        out += [t for t in studies.search.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-                if t.values and settings_key(t.params) == key and mine(t)]
     return out
 
 
 def _ranked(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]
 ) -> tuple[list[Pick], dict[int, list[float]], list[float]]:
-    """The measured candidates the report may adopt, best first (by ``significance.typical`` of
-    every measurement of each, ties by the median, as the report chooses), those measurements by
-    trial, and the baseline's. A candidate with a run that violated a constraint is left out:
-    the report never adopts it, so it must not lead (nor be the runner-up) a look."""
-    sign = 1.0 if directions(exp)[0] == "minimize" else -1.0
+    """The measured candidates the report may adopt, best first (by ``significance.rank_key``
+    of every measurement of each, as the report chooses), those measurements by trial, and the
+    baseline's. A candidate with a run that violated a constraint is left out: the report never
+    adopts it, so it must not lead (nor be the runner-up) a look."""
+    direction = directions(exp)[0]
     trials = {p.trial: _pooled(studies, p.settings) for p in candidates}
     values = {n: [t.values[0] for t in ts] for n, ts in trials.items()}
     ranked = sorted((p for p in candidates if trials[p.trial]
                      and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
-                    key=lambda p: (sign * sig.typical(values[p.trial]),
-                                   sign * statistics.median(values[p.trial]), p.trial))
+                    key=lambda p: (*sig.rank_key(values[p.trial], direction), p.trial))
     return ranked, values, pooled_values(studies, None)
 
 
@@ -485,7 +487,7 @@ def sequential_round(
     if runner_up is not None and "runner-up" in pending:
         todo.append((runner_up.trial, runner_up.settings))
     log.info("round %d undecided: one more round of #%d and %s", done, best.trial,
-             ", ".join(str(c) for c, _ in todo))
+             ", ".join(c if c == BASELINE else f"#{c}" for c, _ in todo))
     todo.append((best.trial, best.settings))
     return [{"kind": TrialKind.CONFIRM.value, "settings": settings, "candidate": candidate,
              "round": done + 1, "sequential": True} for candidate, settings in todo]

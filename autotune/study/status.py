@@ -85,13 +85,14 @@ def best_lines(best: dict[str, Any] | None, baseline: dict[str, Any] | None) -> 
         out.append(f"baseline: median {baseline['median']:.4g} "
                    f"(min {baseline['min']:.4g}, max {baseline['max']:.4g}, n={baseline['n']})")
     if best is None:
-        out.append("best: no feasible completed search trial yet")
+        out.append("best search trial: none feasible yet")
     elif "pareto" in best:
         out.append(f"Pareto front ({len(best['pareto'])} trials):")
         out += [f"  #{t['number']}: {_value(t['values'])}  {_settings(t['settings'])}"
                 for t in best["pareto"]]
     else:
-        line = f"best: trial {best['number']} value {_value(best['values'])}  " \
+        # "search trial": one measurement, which the verdict (pooled runs) may overrule.
+        line = f"best search trial: #{best['number']} value {_value(best['values'])}  " \
                f"{_settings(best['settings'])}"
         if baseline and best["values"] and baseline["median"]:
             change = (best["values"][0] - baseline["median"]) / baseline["median"] * 100

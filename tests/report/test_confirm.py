@@ -22,6 +22,7 @@ from autotune.study.confirm import (
     confirm,
     look_levels,
     plan,
+    pooled_values,
     sequential_round,
     top_configurations,
     undecided,
@@ -29,7 +30,7 @@ from autotune.study.confirm import (
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
 from benchmarks.bench_significance import sequential_false_adopt
-from tests.report.builder import Builder, m
+from tests.report.builder import Builder, golden_study, m
 from tests.report.builder import experiment as builder_experiment
 from tests.report.simstudy import EXPERIMENT, SimStudy, open_sim, run_sim
 
@@ -462,3 +463,17 @@ def test_on_an_exact_tie_the_look_and_the_report_name_the_same_candidate(
     assert sequential_round(bld.exp, bld.studies, picks, look_levels(3)) == []
     report = build_report(bld.exp, bld.studies)
     assert report.recommendation == "#3" and [c.id for c in report.candidates] == ["#3", "#12"]
+
+
+def test_a_look_and_the_report_bootstrap_the_same_values_in_the_same_order(
+        tmp_path: Path) -> None:
+    # With one seed, the same values in another order draw other resamples: a look could stop
+    # on an interval the report, judging the same runs, does not reproduce.
+    bld = golden_study(tmp_path)
+    report = build_report(bld.exp, bld.studies)
+    baseline = pooled_values(bld.studies, None)
+    for c in report.candidates:
+        mine = pooled_values(bld.studies, c.settings)
+        look = sig.compare(mine, baseline, metric="p99_latency", direction="minimize",
+                           confidence=c.comparisons[0].confidence)
+        assert (look.low, look.high) == (c.comparisons[0].low, c.comparisons[0].high), c.id

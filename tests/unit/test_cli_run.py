@@ -135,7 +135,7 @@ def test_status_after_run(workdir: Path) -> None:
     assert data["completed"] == 2 and len(data["trials"]) == 3
     text = subprocess.run([sys.executable, "-m", "autotune.cli", "status", "exp.yaml"],
                           cwd=workdir, capture_output=True, text=True, check=True).stdout
-    assert "search trials: 2/6 complete" in text and "best: trial" in text
+    assert "search trials: 2/6 complete" in text and "best search trial: #" in text
 
 
 def test_run_confirms_by_default_and_prints_the_verdict(workdir: Path) -> None:

@@ -254,4 +254,4 @@ def test_status_text_and_json(tmp_path: Path) -> None:
     text = status_text(data)
     assert "search trials: 3/5 complete" in text
     assert text.count("baseline  COMPLETE") == 2
-    assert "best: trial" in text and "% vs baseline median" in text
+    assert "best search trial: #" in text and "% vs baseline median" in text
