@@ -49,6 +49,9 @@ class PlainProgress:
     def __init__(self) -> None:
         self.budget = 0
         self.done = 0
+        self.best: tuple[Any, Any] | None = None
+        """The best search trial last logged: a confirmation run does not change it, and a log
+        that repeated it after each one read as if it were news."""
 
     def study_started(self, info: dict[str, Any]) -> None:
         self.budget, self.done = info["budget"], info["completed"]
@@ -75,8 +78,9 @@ class PlainProgress:
                      record.get("seconds", 0.0), record.get("screened"))
         else:
             log.warning("trial %s FAIL: %s", record.get("number"), record.get("failure"))
-        if best and "values" in best:
-            log.info("best so far: trial %s value=%s %s", best["number"],
+        if best and "values" in best and (best["number"], best["values"]) != self.best:
+            self.best = best["number"], best["values"]
+            log.info("best search trial so far: #%s value=%s %s", best["number"],
                      _fmt_values(best["values"]), _fmt_settings(best["settings"]))
 
 

@@ -35,6 +35,7 @@ import argparse
 import csv
 import dataclasses
 import itertools
+import math
 import random
 import statistics
 import sys
@@ -58,6 +59,9 @@ from autotune.study.trial import TrialFailed, measure
 
 FIELDS = ["order", "config", "repeat", "state", "failure", "seconds", "overhead_s",
           "foreign_cores_max", "attempts"]
+WARMUP_FIELD = "warmup_s"
+"""With --warmups: the warm-up this trial had (the CSV then holds every warm-up's trials, and
+one ``<out>-w<N>.csv`` per warm-up is written for the replay)."""
 
 Point = tuple[str, Mapping[str, str | None]]
 """A label and the environment of the service (None: the variable is unset)."""
@@ -130,9 +134,14 @@ def _stress_text(exp: Experiment) -> str:
 
 def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list[str]],
           named: Sequence[Point] = (), extra: Mapping[str, str] | None = None,
-          stress: bool = True, early: Sequence[float] = ()) -> None:
+          stress: bool = True, early: Sequence[float] = (),
+          warmups: Sequence[float] = ()) -> None:
     exp, _ = load_experiment(path)
-    schedule = [(p, r) for p in points(exp, subset, named, extra or {}) for r in range(repeats)]
+    # With several warm-ups every (configuration, repeat) is measured at each, all in one
+    # shuffled order: an A/B of the warm-up whose arms share the machine's drift.
+    arms = list(warmups) or [exp.measure.warmup]
+    schedule = [(p, r, w) for p in points(exp, subset, named, extra or {})
+                for r in range(repeats) for w in arms]
     random.Random(seed).shuffle(schedule)
     results = Path("results") / f"{exp.name}-grid"
     results.mkdir(parents=True, exist_ok=True)
@@ -150,15 +159,21 @@ def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list
     early_names = [early_column(n, a) for a in sorted(early) for n in queried]
     screen = Recorder(early, queried) if early else None
     with out.open("w", newline="") as f, signals_as_exceptions():
-        writer = csv.DictWriter(f, fieldnames=FIELDS + metric_names + early_names)
+        fields = FIELDS + ([WARMUP_FIELD] if warmups else []) + metric_names + early_names
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         try:
-            for order, ((config, env), repeat) in enumerate(schedule):
+            for order, ((config, env), repeat, warmup) in enumerate(schedule):
                 record: dict[str, Any] = {}
                 t0 = time.monotonic()
                 row: dict[str, Any] = {"order": order, "config": config, "repeat": repeat}
+                trial_exp = exp
+                if warmups:
+                    row[WARMUP_FIELD] = warmup
+                    trial_exp = exp.model_copy(update={
+                        "measure": exp.measure.model_copy(update={"warmup": warmup})})
                 try:
-                    metrics = measure(exp, trial_backends, env, clock=clock,
+                    metrics = measure(trial_exp, trial_backends, env, clock=clock,
                                       labels={"autotune/trial": f"grid-{order}"}, record=record,
                                       screen=screen)
                     row.update(state="COMPLETE", **metrics)
@@ -174,18 +189,32 @@ def sweep(path: Path, repeats: int, out: Path, seed: int, subset: dict[str, list
                 # windows): restart, readiness, scrape lag.
                 retries = max(0, len(record.get("attempts", [])) - len(exp.chaos.runs()))
                 row.update(seconds=round(seconds, 2),
-                           overhead_s=round(seconds - exp.measured_seconds
+                           overhead_s=round(seconds - trial_exp.measured_seconds
                                             - exp.measure.window * retries, 2),
                            foreign_cores_max=max(foreign) if foreign else "",
                            attempts=len(record.get("attempts", [])))
                 writer.writerow(row)
                 f.flush()
-                print(f"[{order + 1}/{len(schedule)}] {row['config']} r{repeat}: "
+                print(f"[{order + 1}/{len(schedule)}] {row['config']} r{repeat}"
+                      f"{f' warm-up {warmup:g}s' if warmups else ''}: "
                       f"{row.get(exp.goals[0].label, row.get('failure'))}", flush=True)
         finally:
             backends.injector.cleanup()
             backends.target.restore()
             backends.source.close()
+    for warmup in warmups:
+        split(out, warmup)
+
+
+def split(path: Path, warmup: float) -> Path:
+    """The trials of one warm-up arm, as a grid of their own (what ``target.replay`` reads)."""
+    rows = [r for r in csv.DictReader(path.open()) if float(r[WARMUP_FIELD]) == warmup]
+    part = path.with_name(f"{path.stem}-w{warmup:g}{path.suffix}")
+    with part.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+    return part
 
 
 def summarize(path: Path, metric: str) -> None:
@@ -220,6 +249,55 @@ def summarize(path: Path, metric: str) -> None:
               f"median {statistics.median(overhead):.2f}s,"
               f" max {max(overhead):.2f}s")
     print(f"{len(rows)} trials, {len(failed)} failed{failures}")
+
+
+def compare_warmups(path: Path, metric: str) -> None:
+    """The warm-up A/B of a --warmups CSV: per configuration the median at each warm-up, and over
+    all configurations the paired log-ratio (a bootstrap over configurations) and the rank
+    agreement of the medians. GOGC=25-like outliers do not dominate: ratios, not differences."""
+    rows = [r for r in csv.DictReader(path.open()) if r["state"] == "COMPLETE"]
+    arms = sorted({float(r[WARMUP_FIELD]) for r in rows})
+    if len(arms) != 2:
+        print(f"{path}: {len(arms)} warm-up arm(s), want 2")
+        return
+    by: dict[tuple[str, float], list[float]] = defaultdict(list)
+    for r in rows:
+        by[(r["config"], float(r[WARMUP_FIELD]))].append(float(r[metric]))
+    configs = sorted({c for c, _ in by if all((c, a) in by for a in arms)},
+                     key=lambda c: statistics.median(by[(c, arms[1])]))
+    short, long_ = arms
+    print(f"{'configuration':<45} {f'{short:g}s median':>10} {f'{long_:g}s median':>10} ratio")
+    logs = []
+    for c in configs:
+        a, b = statistics.median(by[(c, short)]), statistics.median(by[(c, long_)])
+        logs.append(math.log(a / b))
+        print(f"{c:<45} {a * 1000:>10.3f} {b * 1000:>10.3f} {a / b:.3f}")
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(10000))
+    low, high = means[249], means[9749]
+    print(f"\n{len(configs)} configurations; {short:g}s / {long_:g}s, geometric mean of the "
+          f"per-configuration median ratios {math.exp(statistics.fmean(logs)):.3f} (95% bootstrap "
+          f"over configurations {math.exp(low):.3f} .. {math.exp(high):.3f}); median ratio "
+          f"{math.exp(statistics.median(logs)):.3f}")
+    print(f"Spearman rank agreement of the medians: {_spearman(configs, by, short, long_):.3f}")
+    spreads = {a: statistics.median(max(v) / min(v) for (c, w), v in by.items()
+                                    if w == a and len(v) > 1 and min(v) > 0) for a in arms}
+    print("median repeat spread (max/min) per configuration: " + ", ".join(
+        f"{a:g}s {v:.2f}x" for a, v in spreads.items()))
+    for a in arms:
+        best = min(configs, key=lambda c, a=a: statistics.median(by[(c, a)]))
+        print(f"best at {a:g}s: {best} ({statistics.median(by[(best, a)]) * 1000:.3f} ms)")
+
+
+def _spearman(configs: Sequence[str], by: Mapping[tuple[str, float], list[float]],
+              short: float, long_: float) -> float:
+    def ranks(arm: float) -> list[int]:
+        order = sorted(configs, key=lambda c: statistics.median(by[(c, arm)]))
+        return [order.index(c) for c in configs]
+
+    a, b = ranks(short), ranks(long_)
+    n = len(configs)
+    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) / (n * (n * n - 1))
 
 
 def point(spec: str) -> Point:
@@ -262,18 +340,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--early", type=lambda v: [float(x) for x in v.split(",")], default=[],
                         metavar="S1,S2", help="also read the objective over each window's "
                         "first S1, S2 seconds (what screening would judge)")
+    parser.add_argument("--warmups", type=lambda v: [float(x) for x in v.split(",")],
+                        default=[], metavar="W1,W2",
+                        help="measure every configuration and repeat at each of these warm-ups "
+                        "(seconds), in one shuffled order: an A/B of measure.warmup; also "
+                        "writes one <out>-w<N>.csv per warm-up")
     args = parser.parse_args(argv)
     subset = {k: v.split(",") for k, v in (o.split("=", 1) for o in args.only)}
     if args.summarize:
         summarize(args.summarize, args.metric)
+        if WARMUP_FIELD in (next(csv.reader(args.summarize.open()), None) or []):
+            print()
+            compare_warmups(args.summarize, args.metric)
         return 0
     if args.experiment is None:
         parser.error("experiment file required")
     if args.point and args.only:
         parser.error("--point and --only do not mix: --only selects from the grid")
     sweep(args.experiment, args.repeats, args.out, args.seed, subset, named=args.point,
-          extra=dict(args.env), stress=not args.no_stress, early=args.early)
+          extra=dict(args.env), stress=not args.no_stress, early=args.early,
+          warmups=args.warmups)
     summarize(args.out, args.metric)
+    if args.warmups:
+        print()
+        compare_warmups(args.out, args.metric)
     return 0
 
 

@@ -59,17 +59,19 @@ class Drift:
         def runs(values: Sequence[float]) -> str:
             return ", ".join(f"{v:.4g}" for v in values)
 
-        return (f"The baseline drifted during the run: {metric} {runs(self.before)} in its "
+        # "between", not "during the run": a study continued over several nights may have its
+        # repeats from one night and its interleaved runs from another.
+        return (f"The baseline drifted: {metric} {runs(self.before)} in its "
                 f"{len(self.before)} repeats before the search, {runs(self.interleaved)} in its "
                 f"{len(self.interleaved)} runs interleaved with the candidates ({self.change:+.0%}"
                 " in the median, every interleaved run outside the earlier ones' range)")
 
     def warning(self) -> str:
         """One sentence for the verdict's reason."""
-        return (f"Caution: the baseline drifted {self.change:+.0%} during the run (every run "
-                "interleaved with the candidates outside the range of its repeats before the "
-                "search), so early and late runs were measured under different conditions: "
-                "a run on a steadier host decides more surely than more repeats")
+        return (f"Caution: the baseline drifted {self.change:+.0%} between its repeats before "
+                "the search and its runs interleaved with the candidates (every one outside the "
+                "range of the repeats), so early and late runs were measured under different "
+                "conditions: a run on a steadier host decides more surely than more repeats")
 
 
 def drift(before: Sequence[float], interleaved: Sequence[float]) -> Drift | None:

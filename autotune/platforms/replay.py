@@ -51,7 +51,7 @@ from autotune.targets.base import Env, NoiseProbe
 UNSET = "unset"
 # Bookkeeping columns grid_local.py writes before the metrics; every other column is a metric.
 _NOT_METRICS = frozenset({"order", "config", "repeat", "state", "failure", "seconds",
-                          "overhead_s", "foreign_cores_max", "attempts"})
+                          "overhead_s", "foreign_cores_max", "attempts", "warmup_s"})
 
 Measurement = Mapping[str, float]
 

@@ -198,17 +198,25 @@ def _candidates(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
         cmp = c.comparisons[0] if c.comparisons else None
         ci = (f"{percent(cmp.low)} .. {percent(cmp.high)}"
               if cmp is not None and cmp.low is not None else "-")
+        spread = c.objectives[0] if c.objectives else None
         rows.append((c.id, settings(c.settings), str(len(c.runs)),
-                     value(c.objectives[0].median if c.objectives else None, unit),
+                     value(spread.median if spread else None, unit),
+                     value(spread.mean if spread else None, unit),
                      percent(cmp.improvement if cmp else None), ci,
                      "yes" if c.feasible else "no", cmp.outcome if cmp else "-"))
     if report.baseline is not None and report.baseline.objectives:
         b = report.baseline
         rows.insert(0, ("baseline", settings(b.settings), str(len(b.runs)),
-                        value(b.objectives[0].median, unit), "", "",
-                        "yes" if b.feasible else "no", ""))
-    out.append(Table(("configuration", "settings", "runs", f"median {report.objectives[0].metric}",
+                        value(b.objectives[0].median, unit), value(b.objectives[0].mean, unit),
+                        "", "", "yes" if b.feasible else "no", ""))
+    metric = report.objectives[0].metric
+    out.append(Table(("configuration", "settings", "runs", f"median {metric}", f"mean {metric}",
                       "improvement", "CI", "feasible", "outcome"), tuple(rows)))
+    if report.evidence == "confirmation":
+        out.append(Paragraph(
+            "The improvement and its interval are about the median (the verdict's test); the "
+            "rows are ordered by the mean, and among candidates called better the report adopts "
+            "the best mean (every run counts in it)."))
     if "candidates" in figures:
         out.append(figures["candidates"])
     return out

@@ -75,6 +75,11 @@ class Spread:
     min: float
     max: float
     n: int
+    mean: float | None = None
+    """What the report ranks candidates by after a confirmation (``significance.rank_key``: the
+    mean, then the median), shown next to the median the verdict's interval is about. None in a
+    report.json written before 2026-12-04 (the committed demo report, rendered by today's code
+    in tests/report/test_browser.py)."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +283,8 @@ class Report:
     """The recommendation, or else the most promising feasible candidate (for a forced export)."""
     repeats_needed: int | None
     separation: str | None
-    """How the best candidate compares with the runner-up (better, or equivalent within X%)."""
+    """How the best candidate compares with the runner-up: better, equivalent within 5%, or not
+    told apart (the interval's two ends in words)."""
     improvement: Comparison | None
     """The best candidate's primary comparison (a copy, for machine readers of report.json)."""
     baseline: Configuration | None

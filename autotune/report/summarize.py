@@ -5,7 +5,7 @@ Which evidence decides:
 - **confirmation** (any complete ``kind="confirm"`` trial of a candidate): every measurement
   of each candidate (its search trials and confirmation runs) against every measurement of the
   baseline (its repeats before the search and its runs interleaved with the candidates'). When
-  the baseline's two groups show that the host drifted during the run
+  the baseline's two groups show that the host drifted between them
   (``autotune.evidence.drift``), the note and the verdict's reason say so, with the baseline's
   runs; the evidence stays pooled (judging the interleaved runs alone was priced and did worse).
 - **search** (no confirmation): the top distinct feasible search configurations (as ``autotune
@@ -233,7 +233,8 @@ def _spread(values: Iterable[float]) -> Spread | None:
     xs = list(values)
     if not xs:
         return None
-    return Spread(median=statistics.median(xs), min=min(xs), max=max(xs), n=len(xs))
+    return Spread(median=statistics.median(xs), min=min(xs), max=max(xs), n=len(xs),
+                  mean=statistics.fmean(xs))
 
 
 # --- evidence ----------------------------------------------------------------------------------
@@ -283,7 +284,8 @@ def _evidence(
                 f"{len(confirm)} candidate(s) in {rounds} round(s), pooled with their "
                 f"{searched} search measurement(s); baseline: {len(repeats)} repeats before the "
                 f"search and {len(confirmed_baseline)} runs interleaved with the candidates")
-        # A host that drifted during the run biases pooled evidence (autotune.evidence.drift):
+        # A host that drifted between the two groups biases pooled evidence
+        # (autotune.evidence.drift):
         # the reader must know, even though the verdict still pools.
         shift = drift([r.values[0] for r in repeats if r.values],
                       [r.values[0] for r in confirmed_baseline if r.values])
@@ -387,7 +389,8 @@ def _metric(exp: Experiment, name: str, runs: Sequence[TrialRow]) -> MetricSumma
 def _separation(chosen: Configuration | None, candidates: Sequence[Configuration],
                 primary: Objective, seed: int, by_mean: bool) -> str | None:
     """The chosen configuration against the best other feasible one, by every measurement of
-    each: better beyond the noise, or "equivalent within X%" (the widest the interval allows)."""
+    each: better beyond the noise, equivalent (the whole interval within the practical margin),
+    or not told apart (the interval's two ends, in words)."""
     others = [c for c in candidates if c is not chosen and c.feasible and c.runs]
     if chosen is None or not chosen.runs or not others:
         return None
@@ -400,9 +403,27 @@ def _separation(chosen: Configuration | None, candidates: Sequence[Configuration
     if c.low is None or c.high is None:
         return (f"{chosen.id} vs the runner-up {runner_up.id}: too few runs to compare "
                 f"({sig.describe(c)})")
-    width = max(abs(c.low), abs(c.high))
-    return (f"{chosen.id} and the runner-up {runner_up.id} are equivalent within {width:.0%} "
-            f"({sig.describe(c)}); either is a sound choice")
+    if c.high < 0:
+        # The choice is by the mean of the runs (or the runner-up broke no rule the chosen did
+        # not): the runner-up's median is still better beyond the noise, and the reader must know.
+        return (f"the runner-up {runner_up.id} has the better median beyond the noise: "
+                f"{chosen.id} is between {_side(c.low)} and {_side(c.high)} "
+                f"({sig.describe(c)})"
+                + (f"; {chosen.id} was chosen by the mean of its runs" if by_mean else ""))
+    if max(abs(c.low), abs(c.high)) < sig.PRACTICAL:
+        return (f"{chosen.id} and the runner-up {runner_up.id} are equivalent within "
+                f"{sig.PRACTICAL:.0%} ({sig.describe(c)}); either is a sound choice")
+    # A wide interval is no equivalence: "equivalent within 21%" read as "the same" when the
+    # chosen one may be a fifth better, or worse.
+    return (f"{chosen.id} and the runner-up {runner_up.id} are not told apart by these runs: "
+            f"{chosen.id} is between {_side(c.low)} and {_side(c.high)} ({sig.describe(c)})")
+
+
+def _side(change: float) -> str:
+    """+0.213 -> "21.3% better", -0.032 -> "3.2% worse"."""
+    if abs(change) < 0.0005:
+        return "no different"
+    return f"{abs(change):.1%} {'better' if change > 0 else 'worse'}"
 
 
 def _rank(c: Configuration, primary: Objective,

@@ -17,7 +17,8 @@ runner-up or from the baseline (the bootstrap interval of the relative differenc
 over every measurement of each: search + confirmation runs, baseline repeats + interleaved
 runs, still spans "no difference" and a worthwhile one), one more shuffled round measures just
 the unresolved ones (the best always, the runner-up and/or the baseline), until ``extra``
-trials are spent. The report then says "better" or "equivalent within X%", both honest answers.
+trials are spent. The report then says "better", "equivalent within 5%" or "not told apart"
+(with the interval's two ends), honest answers all.
 
 **Sequential confirmation** (the default of ``autotune run`` and ``autotune confirm``; the fixed
 rounds above are ``--fixed``). ``repeats`` is the most rounds (looks) there will be. Round 1

@@ -78,7 +78,8 @@ def test_golden_study_verdict_and_evidence(golden: tuple[Builder, Report]) -> No
     assert six is not None and len(six.runs) == 4
     # #1 and #6 overlap: the report says so rather than pretending #1 is better.
     assert report.separation is not None and report.separation.startswith(
-        "#1 and the runner-up #6 are equivalent within 21%")
+        "#1 and the runner-up #6 are not told apart by these runs: #1 is between 3.2% worse and "
+        "21.3% better")
     assert {f.number: f.reason for f in report.failures} == {
         2: "inject: no pod matched the selector (Chaos Mesh Warning event Failed)",
         9: "recover: stress still present 60s after delete",

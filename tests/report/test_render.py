@@ -52,7 +52,8 @@ def test_markdown_states_verdict_environment_failures_and_unavailable(
 ) -> None:
     md = (written[0] / "report.md").read_text()
     assert "## Verdict: ADOPT: #1 (GOMAXPROCS=2 GOGC=400)" in md
-    assert "Runner-up: #1 and the runner-up #6 are equivalent within 21%" in md
+    assert ("Runner-up: #1 and the runner-up #6 are not told apart by these runs: #1 is between "
+            "3.2% worse and 21.3% better") in md
     assert "95% CI +72.5% .. +89.7%" in md
     for fact in ("Go version of the service: go1.25.4",
                  "CPU limit: 1 (limits.cpu of the container)",
