@@ -248,14 +248,15 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=_positive, default=3,
                    help="confirmation rounds, at most: the first measures every candidate and "
                         "the baseline in a shuffled order, each later one the best and what is "
-                        "not yet decided (the baseline, the runner-up); it stops early when a "
-                        "look at 99.5%% (3 rounds; the early looks share 1%% of the 5%% error "
-                        "rate) decides, and the verdict's 96%% interval would say the same; once "
-                        "the best (by the mean of its runs) is better than the baseline, the "
-                        "runner-up is not measured again "
-                        "(default 3; with 1 the verdict is at 95%% and a candidate has 2 runs, "
-                        "fewer than the 3 an ADOPT needs; with --fixed exactly N rounds of every "
-                        "candidate)")
+                        "not yet decided (the baseline, the runner-up). A candidate is judged "
+                        "on its confirmation runs alone (the search run that chose it flatters "
+                        "it) and ADOPT needs 3 of them, so fewer rounds can only KEEP or say "
+                        "INCONCLUSIVE; with 4 or more a look may stop early (the early looks "
+                        "share 1%% of the 5%% error rate, the verdict gets 4%%). The report "
+                        "adopts if any candidate is better, so each of N is judged at 1 - 4%%/N "
+                        "(Bonferroni). Once the best (by the mean of its runs) is better than "
+                        "the baseline, the runner-up is not measured again (default 3; with "
+                        "--fixed exactly N rounds of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
                         "adaptive runs (the procedure before sequential confirmation)")

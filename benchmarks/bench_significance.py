@@ -76,39 +76,57 @@ def sequential_false_adopt(levels: LookLevels, noise: float, top: int, sims: int
 
 def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
                              rng: np.random.Generator, *, searched: int = 7, top: int = 3,
-                             rounds: int = 3) -> float:
-    """As ``sequential_false_adopt``, but the whole confirmation as the product runs it when
-    nothing differs: the ``top`` best of ``searched`` search measurements are confirmed; round 1
-    measures each and the baseline once; each look ranks them by the mean of all their runs
+                             rounds: int = 3, gains: tuple[float, ...] = (),
+                             legacy: bool = False) -> float:
+    """The share of whole confirmations that end ADOPT, played as the product runs them: the
+    ``top`` best of ``searched`` search measurements are confirmed; round 1 measures each and
+    the baseline once; each look ranks them by the mean of their runs
     (``significance.rank_key``, as ``confirm._ranked``) and asks ``undecided`` about the leader,
     the baseline and the runner-up; the next round measures the leader and what is pending; the
-    verdict judges every candidate at the verdict level on at least ``MIN_RUNS`` runs (the
-    report's rule) and adopts if any is called better. The leader changes between looks, so the
-    selection and the re-ranking are both in the rate."""
+    verdict judges every candidate (``significance.judge``: "better" on its confirmation runs,
+    each at ``significance.each_of(levels.verdict, top)``, the report's rule) and adopts if any
+    is called better. The leader changes between looks, so the selection and the re-ranking are
+    both in the rate.
+
+    ``gains``: the true relative gain of each search configuration (missing ones: 0, nothing
+    differs; then every ADOPT is wrong). ``legacy``: the rule before 2026-12-04 (the search
+    measurement pooled with the confirmation runs, every candidate at the family's level)."""
+    k = 1 if legacy else top
+    each = LookLevels(sig.each_of(levels.interim, k), sig.each_of(levels.verdict, k))
+    truth = np.array([1 - g for g in gains] + [1.0] * (searched - len(gains)))
     adopted = 0
-    for k in range(sims):
-        search = np.exp(noise * rng.standard_normal(searched))
-        runs = [[float(v)] for v in np.sort(search)[:top]]
+    for s in range(sims):
+        search = truth * np.exp(noise * rng.standard_normal(searched))
+        chosen = np.argsort(search)[:top]
+        first = [[float(search[i])] for i in chosen]
+        runs: list[list[float]] = [list(f) if legacy else [] for f in first]
+        found: list[list[float]] = [[] if legacy else f for f in first]
         baseline = list(np.exp(noise * rng.standard_normal(3)))
         todo = [*range(top), -1]
         for r in range(1, rounds + 1):
             for who in todo:
-                value = float(np.exp(noise * rng.standard_normal()))
-                (baseline if who == -1 else runs[who]).append(value)
+                if who == -1:
+                    baseline.append(float(np.exp(noise * rng.standard_normal())))
+                else:
+                    runs[who].append(float(truth[chosen[who]]
+                                           * np.exp(noise * rng.standard_normal())))
             if r == rounds:
                 break
             order = sorted(range(top), key=lambda i: sig.rank_key(runs[i], "minimize"))
             best, runner_up = order[0], order[1] if top > 1 else None
             pending = undecided(runs[best], baseline,
-                                None if runner_up is None else runs[runner_up], levels=levels,
-                                metric="x", direction="minimize")
+                                None if runner_up is None else runs[runner_up], levels=each,
+                                metric="x", direction="minimize",
+                                searched=(found[best],
+                                          () if runner_up is None else found[runner_up]))
             if not pending:
                 break
             todo = [best, *([-1] if "baseline" in pending else []),
                     *([runner_up] if runner_up is not None and "runner-up" in pending else [])]
-        adopted += any(sig.compare(c, baseline, metric="x", direction="minimize",
-                                   confidence=levels.verdict, min_runs=MIN_RUNS,
-                                   seed=k).outcome == "better" for c in runs)
+        adopted += any(sig.judge(c, f, baseline, metric="x", direction="minimize",
+                                 confidence=each.verdict, min_runs=MIN_RUNS,
+                                 seed=s).outcome == "better" for c, f in zip(runs, found,
+                                                                             strict=True))
     return adopted / sims
 
 
@@ -144,12 +162,21 @@ def main() -> None:
             a = sequential_false_adopt(LookLevels(equal, equal), noise, top, args.sims, rng)
             b = sequential_false_adopt(split, noise, top, args.sims, rng)
             print(f"  best of {top}, noise={noise:.2f}: {a:.3f} / {b:.3f}")
-    # 12-20% on 2026-12-04 (docs/measurements/null-confirmation-2026-12-04.txt): not 5%.
+    # Before 2026-12-04 (legacy): 12-20%; judged on confirmation runs, each candidate at a
+    # third of the error: ~5% (docs/measurements/null-2026-12-04.txt).
     print(f"the whole confirmation, top 3 of 7 search trials, up to 3 rounds, no difference: "
-          f"P(ADOPT) at {split.interim:.2%} looks and a {split.verdict:.0%} verdict:")
+          f"P(ADOPT) before (search value pooled, each candidate at {split.verdict:.0%}) / now "
+          f"(confirmation runs, each at {sig.each_of(split.verdict, 3):.2%}):")
     for noise in (0.1, 0.2, 0.3):
-        rate = confirmation_false_adopt(split, noise, args.sims, rng)
-        print(f"  noise={noise:.2f}: {rate:.3f}")
+        before = confirmation_false_adopt(split, noise, args.sims, rng, legacy=True)
+        now = confirmation_false_adopt(split, noise, args.sims, rng)
+        print(f"  noise={noise:.2f}: {before:.3f} / {now:.3f}")
+    print("the same, one configuration of the 7 truly 15% better: P(ADOPT), before / now:")
+    for noise in (0.1, 0.2):
+        before = confirmation_false_adopt(split, noise, args.sims, rng, gains=(0.15,),
+                                          legacy=True)
+        now = confirmation_false_adopt(split, noise, args.sims, rng, gains=(0.15,))
+        print(f"  noise={noise:.2f}: {before:.3f} / {now:.3f}")
     print(f"({time.monotonic() - t0:.1f}s)")
 
 

@@ -218,7 +218,21 @@ def split(path: Path, warmup: float) -> Path:
 
 
 def summarize(path: Path, metric: str) -> None:
-    rows = list(csv.DictReader(path.open()))
+    reader = csv.DictReader(path.open())
+    rows = list(reader)
+    if WARMUP_FIELD not in (reader.fieldnames or []):
+        _summarize_rows(rows, metric)
+        return
+    # A --warmups CSV holds every arm's trials. Pooled, a configuration's median, its repeat
+    # spread (which would count the warm-up effect as noise) and best/worst would mix the arms,
+    # so each arm gets the summary its own grid (<out>-w<N>.csv) would print. Only labelling a
+    # pooled table would leave the spread and best/worst lines below it pooled all the same.
+    for i, arm in enumerate(sorted({float(r[WARMUP_FIELD]) for r in rows})):
+        print(f"{chr(10) if i else ''}warm-up {arm:g}s only:")
+        _summarize_rows([r for r in rows if float(r[WARMUP_FIELD]) == arm], metric)
+
+
+def _summarize_rows(rows: Sequence[dict[str, str]], metric: str) -> None:
     by: dict[str, list[float]] = defaultdict(list)
     failed = [r for r in rows if r["state"] != "COMPLETE"]
     for r in rows:
@@ -265,39 +279,98 @@ def compare_warmups(path: Path, metric: str) -> None:
         by[(r["config"], float(r[WARMUP_FIELD]))].append(float(r[metric]))
     configs = sorted({c for c, _ in by if all((c, a) in by for a in arms)},
                      key=lambda c: statistics.median(by[(c, arms[1])]))
+    if not configs:
+        print(f"{path}: no configuration completed at both warm-ups")
+        return
     short, long_ = arms
+    medians = {(c, a): statistics.median(by[(c, a)]) for c in configs for a in arms}
     print(f"{'configuration':<45} {f'{short:g}s median':>10} {f'{long_:g}s median':>10} ratio")
     logs = []
+    left_out = []
     for c in configs:
-        a, b = statistics.median(by[(c, short)]), statistics.median(by[(c, long_)])
-        logs.append(math.log(a / b))
-        print(f"{c:<45} {a * 1000:>10.3f} {b * 1000:>10.3f} {a / b:.3f}")
-    rng = random.Random(0)
-    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(10000))
-    low, high = means[249], means[9749]
-    print(f"\n{len(configs)} configurations; {short:g}s / {long_:g}s, geometric mean of the "
-          f"per-configuration median ratios {math.exp(statistics.fmean(logs)):.3f} (95% bootstrap "
-          f"over configurations {math.exp(low):.3f} .. {math.exp(high):.3f}); median ratio "
-          f"{math.exp(statistics.median(logs)):.3f}")
-    print(f"Spearman rank agreement of the medians: {_spearman(configs, by, short, long_):.3f}")
-    spreads = {a: statistics.median(max(v) / min(v) for (c, w), v in by.items()
-                                    if w == a and len(v) > 1 and min(v) > 0) for a in arms}
+        a, b = medians[(c, short)], medians[(c, long_)]
+        # The log of the ratio needs both medians positive (a latency of 0 is a broken read,
+        # not a fast configuration): such a configuration is left out of the ratio, and said so.
+        if a > 0 and b > 0:
+            logs.append(math.log(a / b))
+        else:
+            left_out.append(c)
+        ratio = f"{a / b:.3f}" if a > 0 and b > 0 else "left out (median <= 0)"
+        print(f"{c:<45} {a * 1000:>10.3f} {b * 1000:>10.3f} {ratio}")
+    print(f"\n{_ratio_text(logs, short, long_)}")
+    if left_out:
+        print(f"left out of the ratio: {len(left_out)} configuration(s) with a median <= 0 at "
+              f"a warm-up (no log of their ratio): {', '.join(left_out)}")
+    rho = _spearman([medians[(c, short)] for c in configs],
+                    [medians[(c, long_)] for c in configs])
+    print("Spearman rank agreement of the medians: " + (
+        f"{rho:.3f}" if rho is not None else
+        "not defined (fewer than 2 configurations)" if len(configs) < 2 else
+        "not defined (every configuration ties at one warm-up)"))
     print("median repeat spread (max/min) per configuration: " + ", ".join(
-        f"{a:g}s {v:.2f}x" for a, v in spreads.items()))
+        _spread_text(by, a) for a in arms))
     for a in arms:
-        best = min(configs, key=lambda c, a=a: statistics.median(by[(c, a)]))
-        print(f"best at {a:g}s: {best} ({statistics.median(by[(best, a)]) * 1000:.3f} ms)")
+        at = {c: medians[(c, a)] for c in configs}
+        best = min(at, key=at.__getitem__)
+        print(f"best at {a:g}s: {best} ({at[best] * 1000:.3f} ms)")
 
 
-def _spearman(configs: Sequence[str], by: Mapping[tuple[str, float], list[float]],
-              short: float, long_: float) -> float:
-    def ranks(arm: float) -> list[int]:
-        order = sorted(configs, key=lambda c: statistics.median(by[(c, arm)]))
-        return [order.index(c) for c in configs]
+def _ratio_text(logs: Sequence[float], short: float, long_: float) -> str:
+    """The geometric mean of the per-configuration median ratios, with its bootstrap interval
+    over configurations (none from one configuration: it would be a single point)."""
+    if not logs:
+        return (f"{short:g}s / {long_:g}s: no ratio (no configuration has a median > 0 at both "
+                "warm-ups)")
+    if len(logs) < 2:
+        interval = "no bootstrap interval from 1 configuration"
+    else:
+        rng = random.Random(0)
+        means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(10000))
+        interval = (f"95% bootstrap over configurations {math.exp(means[249]):.3f} .. "
+                    f"{math.exp(means[9749]):.3f}")
+    return (f"{len(logs)} configurations; {short:g}s / {long_:g}s, geometric mean of the "
+            f"per-configuration median ratios {math.exp(statistics.fmean(logs)):.3f} "
+            f"({interval}); median ratio {math.exp(statistics.median(logs)):.3f}")
 
-    a, b = ranks(short), ranks(long_)
-    n = len(configs)
-    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) / (n * (n * n - 1))
+
+def _spread_text(by: Mapping[tuple[str, float], list[float]], arm: float) -> str:
+    """The median over configurations of max/min across one arm's repeats; with one repeat per
+    configuration there is nothing to spread, which is said rather than a number made up."""
+    repeated = [v for (_, w), v in by.items() if w == arm and len(v) > 1]
+    if not repeated:
+        return f"{arm:g}s not measured (needs >= 2 repeats)"
+    ratios = [max(v) / min(v) for v in repeated if min(v) > 0]
+    if not ratios:
+        return f"{arm:g}s not measured (no repeats with every value > 0)"
+    return f"{arm:g}s {statistics.median(ratios):.2f}x"
+
+
+def _average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, tied values sharing the mean of the ranks they span (as Spearman's
+    coefficient with ties wants)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start:end + 1]:
+            ranks[i] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation with ties: Pearson's correlation of the average ranks (the
+    1 - 6 sum d^2 shortcut holds only without ties). None where it is not defined: fewer than 2
+    values, or a constant rank vector."""
+    if len(x) < 2:
+        return None
+    a, b = _average_ranks(x), _average_ranks(y)
+    if len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return statistics.correlation(a, b)
 
 
 def point(spec: str) -> Point:

@@ -34,6 +34,13 @@ from the grid's ``<metric>_first_8s`` columns (``target.replay.window``), and ea
 windows, so a shorter window is right only when its noisier reads still pick what the longer
 ones would have.
 
+``--null SIGMA`` makes every configuration equal to Go's default: every read of a metric is the
+baseline's recorded median of it times ``exp(SIGMA * z)``, one standard normal ``z`` per read
+(drawn from the run's seed), so the objective of every trial, the baseline's included, is a
+continuous draw from one distribution. The truth is then "nothing differs": the correct verdict is
+KEEP, every ADOPT is wrong (the confirmation's false-ADOPT rate on the whole product), and every
+run is within 10%. Continuous, because the recorded repeats of two configurations never tie.
+
 With ``--screening`` or ``--window`` a grid that did not record the metrics over the window's
 first seconds (``grid_local.py --early``) is not played: its row says so. "screened" is the
 median number of screened search trials; "lost" counts screened trials, over all seeds, whose
@@ -52,7 +59,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -180,6 +189,38 @@ class Drifting:
         self.source.close()
 
 
+class Null:
+    """A metric source under which every configuration reads like the baseline (``--null``)."""
+
+    def __init__(self, source: MetricSource, medians: Mapping[str, float], sigma: float,
+                 seed: int) -> None:
+        self.source, self.medians, self.sigma = source, medians, sigma
+        self.rng = random.Random(f"null:{seed}")
+
+    def observe(self, live: Live) -> None:
+        self.source.observe(live)
+
+    def read(self, queries: Mapping[str, str], window: Window,
+             live: Live) -> dict[str, Reading]:
+        read = self.source.read(queries, window, live)
+        # One factor per read: an objective that combines several metrics scales as one.
+        factor = math.exp(self.sigma * self.rng.gauss(0.0, 1.0))
+        return {name: self.medians[name] * factor
+                if name in self.medians and isinstance(value, float) else value
+                for name, value in read.items()}
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def baseline_medians(exp: Experiment, grid: ReplayGrid) -> dict[str, float]:
+    """The median of every metric over the baseline's recorded repeats."""
+    repeats = Replay(exp, grid, FakeClock()).recorded(to_env(exp, exp.baseline_settings()))
+    names = {name for m in repeats for name, v in m.items() if isinstance(v, float)}
+    return {name: statistics.median(v for m in repeats if isinstance(v := m.get(name), float))
+            for name in names}
+
+
 def missed_at(g: Ground, searched: set[str], confirmed: set[str], within: bool) -> str | None:
     """The stage at which a run that ends outside 10% of the best lost every configuration
     within 10%: ``search`` (the search never measured one), ``top`` (it did, but none was among
@@ -215,6 +256,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
         update["baseline"] = exp.baseline.model_copy(
             update={"repeats": options.pop("baseline_repeats")})
     drift = options.pop("drift", None)
+    null = options.pop("null", None)
     exp = exp.model_copy(update=update)
     assert exp.target.replay is not None
     grid = ReplayGrid.load(exp.target.replay.grid)
@@ -226,6 +268,9 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
         if drift:
             backends = dataclasses.replace(backends, source=Drifting(
                 backends.source, {m for goal in exp.goals for m in goal.terms}, drift, clock))
+        if null:
+            backends = dataclasses.replace(backends, source=Null(
+                backends.source, baseline_medians(exp, grid), null, seed))
         runner = StudyRunner(exp, backends, clock=clock,
                              progress=SilentProgress(), journal=_NoJournal(Path(tmp) / "j.jsonl"),
                              experiment_hash="whole-run")
@@ -262,7 +307,9 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     else:
         chosen, true_value = None, g.baseline
     within = true_value is not None and g.within(true_value)
-    if v["verdict"] == "adopt":
+    if null:  # nothing differs: KEEP is right, an ADOPT wrong but harmless
+        within, correct = True, v["verdict"] == "keep current"
+    elif v["verdict"] == "adopt":
         correct = g.adopt and true_value is not None and g.gain(true_value) > PRACTICAL
     else:
         correct = v["verdict"] == "keep current" and not g.adopt
@@ -279,10 +326,13 @@ def _job(args: tuple[Path, int, Mapping[str, Any]]) -> Outcome:
     return run_one(*args)
 
 
-def summary(path: Path, runs: Sequence[Outcome]) -> dict[str, Any]:
+def summary(path: Path, runs: Sequence[Outcome], *, null: bool = False) -> dict[str, Any]:
     exp, _ = load_experiment(path)
     assert exp.target.replay is not None
     g = ground(exp, ReplayGrid.load(exp.target.replay.grid))
+    if null:  # --null: every configuration is the baseline, whatever the grid recorded
+        g = dataclasses.replace(g, values=dict.fromkeys(g.values, g.baseline), best=g.baseline,
+                                best_label="baseline", adopt=False)
     minutes = [r.simulated_s / 60 for r in runs]
     verdicts: dict[str, int] = {}
     for r in runs:
@@ -380,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drift", type=float, default=None, metavar="F",
                         help="scale the objective's reads by 1 + F per 6 simulated minutes "
                              "(every configuration alike; the truth unchanged)")
+    parser.add_argument("--null", type=float, default=None, metavar="SIGMA",
+                        help="every configuration reads like the baseline, with lognormal "
+                             "noise SIGMA per read (the truth: nothing differs, KEEP)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("results/whole-run.json"))
     args = parser.parse_args(argv)
@@ -399,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         options["window"] = args.window
     if args.drift:
         options["drift"] = args.drift
+    if args.null:
+        options["null"] = args.null
     if args.screening is not None or args.window is not None:
         skipped = {p: why for p in paths
                    if (why := unrecorded(p, args.screening, args.window))}
@@ -413,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
                                  initializer=_quiet) as pool:
             runs = list(pool.map(_job, work))
     results = [{"grid": p.name, "skipped": skipped[p]} if p in skipped
-               else summary(p, [r for r in runs if r.grid == p.name]) for p in paths]
+               else summary(p, [r for r in runs if r.grid == p.name], null=bool(args.null))
+               for p in paths]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"options": options, "seeds": args.seeds,
                                     "summaries": results, "runs": [asdict(r) for r in runs]},

@@ -47,6 +47,17 @@ too and its early stop: 12-03b 93% -> 96%, 12-03c 90% -> 94%, the outside invent
 69% -> 73%; the same verdict in 1097 of 1100 runs). A run far from the rest still cannot make a
 candidate adopted (the median interval decides that); it can only make another candidate the
 interval also calls better preferred to it, which is the tail risk one would want to avoid.
+
+**What a confirmed candidate is judged on** (``judge``): "better" on its confirmation runs
+alone, "not better" also with the search measurement(s) that chose it (they flatter it, so a
+"not better" with them holds without them).
+
+**Several candidates, one error rate** (``each_of``): the report adopts if *any* confirmed
+candidate is called better, so with ``k`` candidates there are ``k`` chances of a wrong
+"better". Each is judged at ``1 - (1 - confidence) / k`` (Bonferroni: the chance that any of
+them is wrongly called better is then at most what one would have, whatever their dependence).
+Measured before it was adopted: with 3 candidates and nothing differing, judging each at the
+family's level adopted wrongly 8-9% of the time (docs/measurements/null-2026-12-04.txt).
 """
 
 from __future__ import annotations
@@ -103,6 +114,9 @@ class Comparison:
     """The candidate had one value, spread like the baseline repeats (``borrow_noise``)."""
     confidence: float = CONFIDENCE
     """Of the interval (a sequential confirmation's looks use a higher one)."""
+    with_search: int = 0
+    """Search measurements among the candidate's values (``judge``: only in a "not better"
+    call, which they can only make harder)."""
 
 
 def compare(
@@ -197,6 +211,42 @@ class Evidence:
     gain, as for a candidate measured once)."""
 
 
+def judge(
+    confirmed: Sequence[float], searched: Sequence[float], baseline: Sequence[float], *,
+    metric: str, direction: Direction, confidence: float, min_runs: int,
+    seed: int = DEFAULT_SEED,
+) -> Comparison:
+    """A confirmed candidate against the baseline (module docstring, "What a confirmed candidate
+    is judged on"). Pure.
+
+    "Better" is called on its confirmation runs alone: its search measurements got it chosen
+    because they looked good, and counted as evidence they made a confirmation that measured
+    nothing different adopt 12-20% of the time (docs/measurements/null-2026-12-04.txt). The
+    same bias makes them safe for the other call: with them the candidate looks better than it
+    is, so "not better" said with them holds without them, and a candidate the confirmation
+    measured once (dropped after round 1 for a better one) can still be ruled out rather than
+    leave the verdict INCONCLUSIVE."""
+    if not confirmed and not searched:
+        raise ValueError("a candidate needs a measurement")
+    mine = compare(confirmed, baseline, metric=metric, direction=direction, seed=seed,
+                   confidence=confidence, min_runs=min_runs) if confirmed else None
+    if mine is not None and (mine.outcome != "unclear" or not searched):
+        return mine
+    pooled = compare([*searched, *confirmed], baseline, metric=metric, direction=direction,
+                     seed=seed, confidence=confidence, min_runs=min_runs)
+    if pooled.outcome == "not better":
+        return replace(pooled, with_search=len(searched))
+    if mine is not None:
+        return mine
+    return replace(pooled, outcome="unclear", with_search=len(searched))
+
+
+def each_of(confidence: float, k: int) -> float:
+    """The level each of ``k`` comparisons is judged at so that the family holds at
+    ``confidence`` (Bonferroni; module docstring). Pure."""
+    return 1 - (1 - confidence) / max(k, 1)
+
+
 def typical(values: Sequence[float]) -> float:
     """How a candidate is ranked against other candidates: the mean of its runs (module
     docstring, "Which of several candidates"). Pure."""
@@ -289,6 +339,8 @@ def describe(c: Comparison) -> str:
     else:
         text += ", no interval: fewer than 2 values on a side"
     n = f"{c.n_candidate}{' (noise borrowed from the baseline)' if c.borrowed_noise else ''}"
+    if c.with_search:
+        n += (f" with its {c.with_search} search measurement(s), which can only flatter it")
     return text + f"; n={n} vs {c.n_baseline})"
 
 

@@ -5,6 +5,7 @@ Only wording and number formatting happen here; every figure shown is a field of
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -200,23 +201,29 @@ def _candidates(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
               if cmp is not None and cmp.low is not None else "-")
         spread = c.objectives[0] if c.objectives else None
         rows.append((c.id, settings(c.settings), str(len(c.runs)),
+                     value(statistics.median(c.search_values) if c.search_values else None,
+                           unit),
                      value(spread.median if spread else None, unit),
                      value(spread.mean if spread else None, unit),
                      percent(cmp.improvement if cmp else None), ci,
                      "yes" if c.feasible else "no", cmp.outcome if cmp else "-"))
     if report.baseline is not None and report.baseline.objectives:
         b = report.baseline
-        rows.insert(0, ("baseline", settings(b.settings), str(len(b.runs)),
+        rows.insert(0, ("baseline", settings(b.settings), str(len(b.runs)), "",
                         value(b.objectives[0].median, unit), value(b.objectives[0].mean, unit),
                         "", "", "yes" if b.feasible else "no", ""))
     metric = report.objectives[0].metric
-    out.append(Table(("configuration", "settings", "runs", f"median {metric}", f"mean {metric}",
-                      "improvement", "CI", "feasible", "outcome"), tuple(rows)))
+    out.append(Table(("configuration", "settings", "runs", "search", f"median {metric}",
+                      f"mean {metric}", "improvement", "CI", "feasible", "outcome"),
+                     tuple(rows)))
     if report.evidence == "confirmation":
         out.append(Paragraph(
+            "A candidate's runs are its confirmation runs; \"search\" is the search measurement "
+            "that got it chosen, left out of its evidence because the best of several flatters "
+            "it (it may only rule a candidate out: \"not better\" with it holds without it). "
             "The improvement and its interval are about the median (the verdict's test); the "
             "rows are ordered by the mean, and among candidates called better the report adopts "
-            "the best mean (every run counts in it)."))
+            "the best mean (every confirmation run counts in it)."))
     if "candidates" in figures:
         out.append(figures["candidates"])
     return out

@@ -139,11 +139,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         ),
         evidence=evidence,
         evidence_note=note,
-        method=sig.METHOD if not sequential else (
-            f"{sig.METHOD}; sequential confirmation: the verdict holds at {confidence:.2%}"
-            + ("" if interim is None else
-               f"; the earlier looks, which may stop it, at {float(interim):.2%} each (a "
-               "nominal 5% error rate over all of them, Bonferroni)")),
+        method=_method(sequential, confidence, interim,
+                       len(found) if evidence == "confirmation" else 0),
         verdict=decision.verdict,
         reason=decision.reason,
         recommendation=decision.chosen if decision.verdict == "adopt" else None,
@@ -172,6 +169,21 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
                                     decision.chosen, everything, seed=seed,
                                     confidence=confidence),
     )
+
+
+def _method(sequential: bool, confidence: float, interim: Any, judged: int) -> str:
+    """How the verdict was tested: the bootstrap, the looks' levels, the candidates' split."""
+    text = sig.METHOD
+    if sequential:
+        text += f"; sequential confirmation: the verdict holds at {confidence:.2%}"
+        if interim is not None:
+            text += (f"; the earlier looks, which may stop it, at {float(interim):.2%} each (a "
+                     "nominal 5% error rate over all of them, Bonferroni)")
+    if judged > 1:
+        text += (f"; {judged} candidates, each judged at "
+                 f"{sig.each_of(confidence, judged):.2%} so that any wrong 'better' among them "
+                 f"stays within {1 - confidence:.0%} (Bonferroni)")
+    return text
 
 
 # --- trials ------------------------------------------------------------------------------------
@@ -264,26 +276,32 @@ def _evidence(
         by_settings.setdefault(settings_key(r.settings), []).append(r)
 
     if confirm and (confirmed_baseline or repeats):
-        # Every measurement of a configuration counts: its search trials and its confirmation
-        # runs; the baseline's repeats and its interleaved runs. Dropping the search values
-        # would throw away the only repeats the adaptive rounds did not re-measure.
+        # A candidate is judged on its confirmation runs only: its search measurement is the
+        # one that got it chosen, biased towards looking better (autotune.study.confirm,
+        # "What a verdict is judged on"); it is shown apart (search_values). The baseline's
+        # repeats and interleaved runs were never chosen: both count.
         base_runs = [*repeats, *confirmed_baseline]
         baseline = _configuration(exp, "baseline", None, base_runs, (), ())
+        # The report adopts if any candidate is called better: each is judged at the level
+        # that keeps the family at ``confidence`` (Bonferroni over the candidates).
+        each = sig.each_of(confidence, len(confirm))
         candidates = []
         for key, runs in confirm.items():
             trial = next((r.candidate for r in runs if isinstance(r.candidate, int)),
                          min((r.number for r in by_settings.get(key, [])), default=None))
-            pooled = [*by_settings.get(key, []), *runs]
-            candidates.append(_candidate(exp, trial, pooled, by_settings.get(key, []), baseline,
+            candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), baseline,
                                          objectives, seed, margin=0.0, borrow=False,
-                                         confidence=confidence,
-                                         min_runs=min_runs))
+                                         confidence=each, min_runs=min_runs,
+                                         confirmed=True))
         rounds = len({r.round for rs in confirm.values() for r in rs})
         searched = sum(len(by_settings.get(key, [])) for key in confirm)
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
-                f"{len(confirm)} candidate(s) in {rounds} round(s), pooled with their "
-                f"{searched} search measurement(s); baseline: {len(repeats)} repeats before the "
-                f"search and {len(confirmed_baseline)} runs interleaved with the candidates")
+                f"{len(confirm)} candidate(s) in {rounds} round(s), each judged on its "
+                f"confirmation runs alone at {each * 100:.4g}% (the {searched} search "
+                "measurement(s) that chose them are left out: the best of many looks better "
+                "than it is); "
+                f"baseline: {len(repeats)} repeats before the search and "
+                f"{len(confirmed_baseline)} runs interleaved with the candidates")
         # A host that drifted between the two groups biases pooled evidence
         # (autotune.evidence.drift):
         # the reader must know, even though the verdict still pools.
@@ -336,11 +354,20 @@ def _candidate(
     borrow: bool,
     confidence: float = sig.CONFIDENCE,
     min_runs: int = 2,
+    confirmed: bool = False,
 ) -> Configuration:
+    """``runs`` are the evidence; with ``confirmed`` they are confirmation runs and the primary
+    objective is judged with ``significance.judge`` (``search_runs`` may only rule it out)."""
     comparisons = []
     for i, o in enumerate(objectives):
         mine = [r.values[i] for r in runs if r.values]
         theirs = [run.values[i] for run in baseline.runs]
+        if confirmed and i == 0:
+            # Better on its confirmation runs alone; ruled out with its search runs too.
+            comparisons.append(sig.judge(
+                mine, [r.values[0] for r in search_runs if r.values], theirs, metric=o.metric,
+                direction=o.direction, confidence=confidence, min_runs=min_runs, seed=seed))
+            continue
         comparisons.append(sig.compare(mine, theirs, metric=o.metric, direction=o.direction,
                                        margin=margin, borrow=borrow, seed=seed,
                                        confidence=confidence, min_runs=min_runs))

@@ -14,8 +14,8 @@ Configurations are matched by their settings, not by trial number.
 
 **Adaptive rounds.** After the fixed rounds, while the best candidate is not separated from the
 runner-up or from the baseline (the bootstrap interval of the relative difference of medians,
-over every measurement of each: search + confirmation runs, baseline repeats + interleaved
-runs, still spans "no difference" and a worthwhile one), one more shuffled round measures just
+over the candidates' confirmation runs and the baseline's repeats + interleaved runs, still
+spans "no difference" and a worthwhile one), one more shuffled round measures just
 the unresolved ones (the best always, the runner-up and/or the baseline), until ``extra``
 trials are spent. The report then says "better", "equivalent within 5%" or "not told apart"
 (with the interval's two ends), honest answers all.
@@ -23,8 +23,8 @@ trials are spent. The report then says "better", "equivalent within 5%" or "not 
 **Sequential confirmation** (the default of ``autotune run`` and ``autotune confirm``; the fixed
 rounds above are ``--fixed``). ``repeats`` is the most rounds (looks) there will be. Round 1
 measures the top candidates and the baseline, shuffled; after each round the evidence is looked
-at with the interval the report computes: the best candidate (best mean over every measurement
-of it, as the report chooses among candidates: ``significance.typical``) against the baseline,
+at with the interval the report computes: the best candidate (best mean over its confirmation
+runs, as the report chooses among candidates: ``significance.typical``) against the baseline,
 and against the runner-up. A comparison is decided when its interval says "better" (low > 0) or
 "equivalent within PRACTICAL" (high < 5%), on at least ``MIN_RUNS`` runs a side. Confirmation
 stops when the best is decided "better" than the baseline (the report then adopts it, whatever
@@ -32,38 +32,38 @@ the runner-up), or when both comparisons are decided (``undecided``); otherwise 
 measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
 until ``repeats`` rounds.
 
-Its error rate under repeated looks, and the limits of that claim. The looks spend alpha = 5%
-unequally (``look_levels``): the looks that may stop the confirmation early (after rounds 1 ..
-``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3 rounds), and the verdict
-gets the other 4% (a 96% interval; 95% for one round, which has no early look). The study
-records both (``CONFIDENCE_ATTR``, ``LOOK_CONFIDENCE_ATTR``); a later call never lowers either.
-An early look stops only when the report, judging at the verdict's level, would make the call
-the 99.5% look made, for the best and the runner-up against the baseline (``undecided``): an
-ADOPT or KEEP at round t < ``repeats`` is then a call of a 99.5% interval, one at the end a call
-of the 96% interval (the third candidate is not checked). By Bonferroni's inequality a wrong
-best-vs-baseline call at any of the looks then has probability at most alpha (a wrong "better",
-one side of each two-sided interval, at most alpha / 2), for any split and whatever the
-dependence between looks. Why most of it at the end: a strict constant level at the early looks
-and nearly the nominal one at the last is the Haybittle-Peto shape. With the default 3 baseline
-repeats the early look that can decide compares 3 candidate runs with 5, where the interval says
-"better" above ~97.5% only when every candidate run beats every baseline run, so alpha spent
-there buys almost nothing; at the verdict (4 against 6) it decides close runs. Priced by
-replaying the recorded grids before it was built (docs/measurements.md: an equal split, 98.33%
-at every look, ended INCONCLUSIVE on runs it now decides). That bound is nominal:
+**What a verdict is judged on.** A candidate's verdict rests on its confirmation runs only, not
+on the search measurement that chose it: that one is the best of many and biased towards looking
+better (the winner's curse), and pooling it made the confirmation adopt wrongly when nothing
+differed (docs/measurements/null-2026-12-04.txt). The baseline pools its repeats before the
+search and its interleaved runs (neither was chosen). The search measurement may still rule a
+candidate out (it can only flatter it: ``significance.judge``), and the report shows it in a
+column of its own.
 
-- at 3 to 6 runs a side the percentile bootstrap of medians is coarse and not conservative.
-  At 3 vs 5 the interval calls "better" only when every run beats every run, which errs with
-  probability 1 / C(8, 3) = 1/56 = 1.8% when nothing differs, more than that look's 0.25% share
-  of a wrong "better"; from 4 runs a side one run on the wrong side is called better even at
-  98.33%, at 4 vs 6 at 99.5%. Simulated with no difference,
-  the whole procedure adopts in 3.1-3.3% of runs with one candidate (2.5% with the equal split,
-  against the nominal 2.5% one-sided; ``benchmarks/bench_significance.py``,
-  docs/measurements/significance-2026-12-03.txt);
-- the candidate is the best of up to ``top`` chosen on the same data, and its pool holds the
-  search measurement that made it look best: a union over the candidates multiplies the bound
-  by up to ``top`` (simulated, the best of 3 and no difference: 5.6-6.3% with this split,
-  4.0-4.4% with the equal one; a verdict at 97% would still give 5.3-5.7% and leave the runs
-  above undecided). ``MIN_RUNS`` keeps a look (and the report) from deciding on 2 runs.
+Its error rate under repeated looks and several candidates, and the limits of that claim. The
+looks spend alpha = 5% unequally (``look_levels``): the looks that may stop the confirmation
+early (after rounds 1 .. ``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3
+rounds), and the verdict gets the other 4% (a 96% interval; 95% for one round, which has no early
+look). The report adopts if any of the ``k`` candidates it judges is called better, so each is
+judged at ``significance.each_of(level, k)`` (98.67% each for 3 candidates at the verdict):
+Bonferroni over the candidates. The study records the family's levels (``CONFIDENCE_ATTR``,
+``LOOK_CONFIDENCE_ATTR``); a later call never lowers either; ``k`` is counted from the runs (a
+study continued over nights judges every night's candidates). An early look stops only when the
+report, judging at the verdict's level, would make the call the look made, for the best and the
+runner-up against the baseline (``undecided``). By Bonferroni's inequality a wrong
+candidate-vs-baseline call at any look has probability at most alpha (a wrong "better", one
+side of each two-sided interval, at most alpha / 2), for any split and whatever the dependence
+between looks and candidates. Why most of it at the end: a strict constant level at the early
+looks and nearly the nominal one at the last is the Haybittle-Peto shape. With ``MIN_RUNS`` = 3
+confirmation runs a side needed to call "better", the default 3 rounds have no early look that
+decides: the leader gets its third run in round 3 (``repeats`` 4 or more would have them).
+That bound is nominal: at 3 to 6 runs a side the percentile bootstrap of medians is coarse and
+not conservative (at 3 vs 5 "better" means every run beats every run, which happens with
+probability 1 / C(8, 3) = 1.8% when nothing differs). Simulated with nothing differing
+(``benchmarks/bench_significance.py``, docs/measurements/null-2026-12-04.txt): the whole
+confirmation, 3 of 7 search values confirmed, adopts wrongly in 2.3-6.0% of runs at noise sigma
+0.1-0.3 (12.7-19.7% when the search value was pooled and each candidate judged at the family's
+level); the whole product replayed with every configuration alike (``whole_run --null``), 5%.
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -102,7 +102,7 @@ LOOK_CONFIDENCE_ATTR = "confirm_look_confidence"
 confirmation (absent in studies confirmed before the split: they used ``CONFIDENCE_ATTR``)."""
 
 MIN_RUNS = 3
-"""Runs a side before a look may decide (the search measurement and two confirmation runs)."""
+"""Runs a side before a look (and the report) may call "better": three confirmation runs."""
 
 INTERIM_ALPHA = 0.01
 """The share of alpha (of ``1 - significance.CONFIDENCE`` = 5%) the looks before the verdict
@@ -133,6 +133,7 @@ def look_levels(looks: int) -> LookLevels:
 def undecided(
     best: Sequence[float], baseline: Sequence[float], runner_up: Sequence[float] | None,
     *, levels: LookLevels, metric: str, direction: sig.Direction,
+    searched: tuple[Sequence[float], Sequence[float]] = ((), ()),
 ) -> list[str]:
     """Which comparisons one early look leaves open: ``BASELINE`` and/or ``"runner-up"`` ([]
     when the confirmation may stop). Pure.
@@ -164,16 +165,22 @@ def undecided(
         return sig.compare(a, b, metric=metric, direction=direction, confidence=confidence,
                            min_runs=MIN_RUNS).outcome
 
-    call = outcome(best, baseline, levels.interim) if len(best) >= MIN_RUNS else "unclear"
-    todo = ([] if call != "unclear" and call == outcome(best, baseline, levels.verdict)
+    def against(a: Sequence[float], search: Sequence[float], confidence: float) -> str:
+        # As the report judges a candidate (significance.judge).
+        return sig.judge(a, search, baseline, metric=metric, direction=direction,
+                         confidence=confidence, min_runs=MIN_RUNS).outcome
+
+    call = (against(best, searched[0], levels.interim) if len(best) >= MIN_RUNS
+            else "unclear")
+    todo = ([] if call != "unclear" and call == against(best, searched[0], levels.verdict)
             else [BASELINE])
     # When the best is better the report adopts it (both rank candidates by the mean of every
     # run, significance.typical): the runner-up cannot change the verdict.
     if runner_up is not None and not (call == "better" and not todo):
         separated = (min(len(best), len(runner_up)) >= MIN_RUNS
                      and outcome(best, runner_up, levels.interim) != "unclear")
-        against = outcome(runner_up, baseline, levels.verdict)
-        final = against != "unclear" and against == outcome(runner_up, baseline, levels.interim)
+        last = against(runner_up, searched[1], levels.verdict)
+        final = last != "unclear" and last == against(runner_up, searched[1], levels.interim)
         if not (separated and final):
             todo.append("runner-up")
     return todo
@@ -409,23 +416,33 @@ def comparable(trials: Iterable[FrozenTrial]) -> Callable[[FrozenTrial], bool]:
 def pooled_values(
     studies: st.Studies, settings: Mapping[str, Any] | None
 ) -> list[float]:
-    """Every completed measurement of a configuration's first objective: its search trials and
-    its confirmation runs; for ``None`` (the baseline) its repeats and interleaved runs. In a
-    pool, not those of a member whose baseline differs (``comparable``)."""
+    """The completed measurements of a configuration's first objective its verdict rests on: its
+    confirmation runs (not the search trial that chose it: module docstring); for ``None`` (the
+    baseline) its repeats and interleaved runs. In a pool, not those of a member whose baseline
+    differs (``comparable``)."""
     return [t.values[0] for t in _pooled(studies, settings)]
+
+
+def searched_values(studies: st.Studies, settings: Mapping[str, Any]) -> list[float]:
+    """A configuration's search measurements of the first objective, in trial order (in a
+    pool, not a differing member's): what may rule a candidate out, never in
+    (``significance.judge``)."""
+    mine = comparable(studies.reference.get_trials(deepcopy=False,
+                                                    states=[TrialState.COMPLETE]))
+    key = settings_key(settings)
+    return [t.values[0] for t in studies.search.get_trials(deepcopy=False,
+                                                           states=[TrialState.COMPLETE])
+            if t.values and settings_key(t.params) == key and mine(t)]
 
 
 def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
     """The completed trials ``pooled_values`` takes its values from, in the order the report
-    pools them (``autotune.report.summarize``: search trials, then the reference study's), so
-    that a look and the report, bootstrapping with one seed, draw the same resamples."""
+    pools them (``autotune.report.summarize``: the reference study's order), so that a look and
+    the report, bootstrapping with one seed, draw the same resamples."""
     out: list[FrozenTrial] = []
     key = None if settings is None else settings_key(settings)
     reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
     mine = comparable(reference)
-    if key is not None:
-        out += [t for t in studies.search.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-                if t.values and settings_key(t.params) == key and mine(t)]
     for t in reference:
         if not mine(t):
             continue
@@ -466,6 +483,11 @@ def sequential_round(
     follows every confirmation round of the study (a continued study keeps earlier nights')."""
     direction = directions(exp)[0]
     ranked, values, baseline = _ranked(exp, studies, candidates)
+    # Each candidate at the level the report will judge it: Bonferroni over every candidate
+    # it judges (module docstring).
+    k = judged(studies)
+    levels = LookLevels(interim=sig.each_of(levels.interim, k),
+                        verdict=sig.each_of(levels.verdict, k))
     done = max((t.user_attrs.get("round") or 0
                 for t in studies.reference.get_trials(deepcopy=False)
                 if t.user_attrs.get("kind") == TrialKind.CONFIRM), default=0)
@@ -475,7 +497,10 @@ def sequential_round(
     runner_up = ranked[1] if len(ranked) > 1 else None
     pending = undecided(values[best.trial], baseline,
                         None if runner_up is None else values[runner_up.trial],
-                        levels=levels, metric=metric, direction=direction)
+                        levels=levels, metric=metric, direction=direction,
+                        searched=(searched_values(studies, best.settings),
+                                  () if runner_up is None
+                                  else searched_values(studies, runner_up.settings)))
     if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
                  levels.interim * 100, sig.describe(sig.compare(
@@ -523,6 +548,16 @@ def adaptive_round(
     r = max([repeats, *held]) + 1
     return [{"kind": TrialKind.CONFIRM.value, "settings": settings, "candidate": candidate,
              "round": r, "adaptive": True} for candidate, settings in todo]
+
+
+def judged(studies: st.Studies) -> int:
+    """How many candidates the report judges against the baseline: every configuration with a
+    completed confirmation run (tonight's and earlier nights'), as ``summarize`` groups them."""
+    reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+    mine = comparable(reference)
+    return len({settings_key(t.user_attrs.get("settings", {})) for t in reference
+                if mine(t) and t.values and t.user_attrs.get("kind") == TrialKind.CONFIRM
+                and t.user_attrs.get("candidate") != BASELINE})
 
 
 def _completed(studies: st.Studies) -> int:

@@ -36,7 +36,7 @@ def _exp(tmp: Path, *, noise: float = 0.02, optimum: dict[str, Any] | None = Non
 
 
 def _night(r: Rig, **options: Any) -> nightly.Night:
-    opts = nightly.NightOptions(**{"budget": r.exp.study.trials, "top": 2, "repeats": 2,
+    opts = nightly.NightOptions(**{"budget": r.exp.study.trials, "top": 2, "repeats": 3,
                                    "extra": 2, **options})
     return nightly.run_night(r.exp, r.url, r.runner(), opts, history.verdict_record)
 
@@ -102,7 +102,7 @@ def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
     by_round: dict[int, set[str]] = {}
     for t in drift:
         by_round.setdefault(t.user_attrs["round"], set()).add(t.user_attrs["candidate"])
-    assert by_round == {1: {"production", "recommendation"}, 2: {"production", "recommendation"}}
+    assert by_round == {r: {"production", "recommendation"} for r in (1, 2, 3)}  # --repeats 3
     assert {settings_key(t.user_attrs["settings"]) for t in drift
             if t.user_attrs["candidate"] == "recommendation"} == {settings_key(adopted)}
 
@@ -179,9 +179,10 @@ def test_the_night_fits_its_deadline_confirmation_and_drift_check_included(
     assert len(confirms) >= 3  # round 1 of the sequential confirmation ran after the search
     assert elapsed <= 6 * 60, f"the night took {elapsed:.0f}s of its 360s"
     b = night.budget
-    # Sequential confirmation: round 1 (2 candidates + the baseline), a round 2 of at most the
-    # best, the runner-up and the baseline; then the drift check's 2 extra runs.
-    assert b.reserved == (2 + 1) + 3 + 2 and b.queued == 3 + 2 * 2
+    # Sequential confirmation: round 1 (2 candidates + the baseline), rounds 2 and 3 of at most
+    # the best, the runner-up and the baseline; then the drift check's 2 extra runs. Queued: the
+    # 3 baseline repeats and the drift check's 3 rounds of 2.
+    assert b.reserved == (2 + 1) + 3 * 2 + 2 and b.queued == 3 + 3 * 2
     assert b.measured.startswith("the longest of the last") and "in sim" in b.measured
     # Trials take what the last night measured, so the plan made at the start is the night.
     assert b.search_trials == completed_search(night.studies.search) > 0

@@ -29,7 +29,7 @@ from autotune.study.confirm import (
 )
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
-from benchmarks.bench_significance import sequential_false_adopt
+from benchmarks.bench_significance import confirmation_false_adopt, sequential_false_adopt
 from tests.report.builder import Builder, golden_study, m
 from tests.report.builder import experiment as builder_experiment
 from tests.report.simstudy import EXPERIMENT, SimStudy, open_sim, run_sim
@@ -293,18 +293,22 @@ def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
     sim = open_sim(tmp_path, quiet)
     sim.runner.run(sim.studies, 6)
     done = confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=5)
-    # Round 1: the two candidates and the baseline. Two runs of the best (its search trial and
-    # round 1) are too few to decide, so round 2 measures it, the runner-up and the baseline;
-    # without noise that decides: no round 3 or 4 (the fixed procedure would run 4 x 3).
+    # Round 1: the two candidates and the baseline. A candidate is judged on its confirmation
+    # runs alone (its search trial got it chosen), and fewer than three of them decide nothing,
+    # so rounds 2 and 3 measure the best, the runner-up and the baseline; without noise round 3
+    # decides: no round 4 (the fixed procedure would run 4 x 3).
     rounds = _rounds(_confirm_trials(sim.studies))
-    assert sorted(rounds) == [1, 2] and len(rounds[1]) == 3 and len(rounds[2]) == 3
-    assert done == 6
+    assert sorted(rounds) == [1, 2, 3] and all(len(rounds[r]) == 3 for r in (1, 2, 3))
+    assert done == 9
     assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == look_levels(4).verdict
     assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == look_levels(4).interim
     report = build_report(sim.exp, sim.studies)
     assert report.verdict == "adopt"
-    assert "96% CI" in report.reason and "sequential confirmation" in report.method
-    assert "99.67% each" in report.method
+    # Two candidates: each is judged at 1 - 4% / 2 (Bonferroni), the family at 96%.
+    assert "98% CI" in report.reason and "sequential confirmation" in report.method
+    assert "99.67% each" in report.method and "2 candidates, each judged at 98.00%" in report.method
+    chosen = next(c for c in report.candidates if c.id == report.recommendation)
+    assert len(chosen.runs) == 3 and all(r.study == "reference" for r in chosen.runs)
     # Nothing is left to decide: a second call measures nothing.
     assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=4, seed=5) == 0
 
@@ -318,7 +322,8 @@ def test_a_study_confirmed_before_the_split_keeps_its_stricter_levels(tmp_path: 
     confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
     assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 1 - 0.05 / 3
     assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == 1 - 0.005
-    assert "98.33% CI" in build_report(sim.exp, sim.studies).reason
+    # Two candidates: each judged at 1 - (5% / 3) / 2.
+    assert "99.17% CI" in build_report(sim.exp, sim.studies).reason
 
 
 def test_one_round_records_no_early_look_and_a_later_call_records_its_own(
@@ -407,11 +412,11 @@ def _two_candidates(tmp: Path, a: list[float], b: list[float], baseline: list[fl
 
 def test_the_leader_is_the_candidate_with_the_best_mean_not_one_lucky_median(
         tmp_path: Path) -> None:
-    # A's median (4.1) is the lowest, but one of its 3 runs is 12: the mean ranks B first,
-    # which is already better than the baseline at both levels, so the confirmation stops (the
-    # report adopts B whatever A's runs). Led by A's median it would measure A and the baseline
-    # again (A against the baseline is still open).
-    bld, picks = _two_candidates(tmp_path, a=[4.0, 4.1, 12.0], b=[5.4, 5.5, 5.6],
+    # A's median (4.1) is the lowest, but one of its 3 confirmation runs is 12: the mean ranks
+    # B first, which is already better than the baseline at both levels, so the confirmation
+    # stops (the report adopts B whatever A's runs). Led by A's median it would measure A and
+    # the baseline again (A against the baseline is still open).
+    bld, picks = _two_candidates(tmp_path, a=[4.0, 4.0, 4.1, 12.0], b=[5.4, 5.4, 5.5, 5.6],
                                  baseline=[10.0, 10.4, 10.8, 10.2, 10.6])
     assert sequential_round(bld.exp, bld.studies, picks, look_levels(3)) == []
     report = build_report(bld.exp, bld.studies)
@@ -437,7 +442,8 @@ def test_a_candidate_with_an_infeasible_run_never_leads_a_look(tmp_path: Path) -
                                  baseline=[10.0, 10.4, 10.8, 10.2, 10.6], gc=0.006)
     entries = sequential_round(bld.exp, bld.studies, picks, look_levels(3))
     assert {e["candidate"] for e in entries} == {0, BASELINE}
-    assert build_report(bld.exp, bld.studies).verdict == "inconclusive"  # A: 2 runs so far
+    # A: one confirmation run so far
+    assert build_report(bld.exp, bld.studies).verdict == "inconclusive"
 
 
 def test_on_an_exact_tie_the_look_and_the_report_name_the_same_candidate(
@@ -454,7 +460,7 @@ def test_on_an_exact_tie_the_look_and_the_report_name_the_same_candidate(
         bld.add("reference", "baseline" if i < 3 else "confirm", base, m(v),
                 **({} if i < 3 else {"candidate": BASELINE, "round": i - 2}))
     for n, settings in tied.items():
-        for r, v in ((1, 4.1), (2, 4.2)):
+        for r, v in ((1, 4.1), (2, 4.2), (3, 4.15)):
             bld.add("reference", "confirm", settings, m(v), candidate=n, round=r)
     bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
     picks = top_configurations([trial_summary(t) for t in bld.studies.search.get_trials()],
@@ -477,3 +483,16 @@ def test_a_look_and_the_report_bootstrap_the_same_values_in_the_same_order(
         look = sig.compare(mine, baseline, metric="p99_latency", direction="minimize",
                            confidence=c.comparisons[0].confidence)
         assert (look.low, look.high) == (c.comparisons[0].low, c.comparisons[0].high), c.id
+
+
+def test_with_no_difference_the_whole_confirmation_adopts_wrongly_at_most_five_percent() -> None:
+    # Three of seven search values confirmed, re-ranked at every look, every candidate judged
+    # (benchmarks' play of confirm() and the report, with the product's undecided(), judge() and
+    # each_of()). Before 2026-12-04 the search value that got a candidate chosen counted as
+    # evidence and each candidate was judged at the family's level: 12-20% wrong ADOPTs.
+    rate = confirmation_false_adopt(look_levels(3), 0.1, 300, np.random.default_rng(7))
+    legacy = confirmation_false_adopt(look_levels(3), 0.1, 300, np.random.default_rng(7),
+                                      legacy=True)
+    # 5.0% and 13% with this seed; the bound is 5%, and at 3 runs a side the bootstrap of
+    # medians overshoots its level a little (3.3% for one candidate against 2.5% nominal).
+    assert rate <= 0.06 and legacy > 0.10

@@ -66,20 +66,24 @@ def test_golden_study_verdict_and_evidence(golden: tuple[Builder, Report]) -> No
     assert report.evidence == "confirmation"
     assert [c.id for c in report.candidates] == ["#1", "#6", "#3"]
     one = report.candidates[0]
-    # Every measurement counts: #1's search trial (no round) and its three confirmation runs;
-    # the baseline's three repeats and its three interleaved runs.
-    assert [r.round for r in one.runs] == [None, 1, 2, 3]
+    # #1 is judged on its three confirmation runs (its search trial, which got it chosen, is
+    # shown apart); the baseline pools its three repeats and its three interleaved runs.
+    assert [r.round for r in one.runs] == [1, 2, 3] and one.search_values == (0.0031,)
     assert report.baseline is not None
     assert [r.values[0] for r in report.baseline.runs] == [0.012, 0.032, 0.018,
                                                           0.015, 0.029, 0.011]
     assert one.comparisons[0].low is not None and one.comparisons[0].low > 0
+    # Three candidates: each judged at 1 - 5% / 3 (Bonferroni), so the report's three chances
+    # of a wrong "better" stay within 5%.
+    assert round(one.comparisons[0].confidence, 4) == 0.9833
+    assert "3 candidates, each judged at 98.33%" in report.method
     # A failed confirmation run is a failure, not evidence; its retry is.
     six = report.configuration("#6")
-    assert six is not None and len(six.runs) == 4
+    assert six is not None and len(six.runs) == 3
     # #1 and #6 overlap: the report says so rather than pretending #1 is better.
     assert report.separation is not None and report.separation.startswith(
-        "#1 and the runner-up #6 are not told apart by these runs: #1 is between 3.2% worse and "
-        "21.3% better")
+        "#1 and the runner-up #6 are not told apart by these runs: #1 is between 9.7% worse and "
+        "25.0% better")
     assert {f.number: f.reason for f in report.failures} == {
         2: "inject: no pod matched the selector (Chaos Mesh Warning event Failed)",
         9: "recover: stress still present 60s after delete",
@@ -87,7 +91,7 @@ def test_golden_study_verdict_and_evidence(golden: tuple[Builder, Report]) -> No
     three = report.configuration("#3")
     assert three is not None
     idle = next(m for m in three.metrics if m.name == "p_idle_fraction")
-    assert idle.unavailable == 2 and "GC cycles < 2" in idle.reasons[0]  # search + confirm
+    assert idle.unavailable == 1 and "GC cycles < 2" in idle.reasons[0]  # a confirmation run
     env = report.environment
     assert (env.go_version, env.cpu_limit) == ("go1.25.4", "1 (limits.cpu of the container)")
     assert env.gomaxprocs_default.startswith("GOMAXPROCS unset: Go >= 1.25")

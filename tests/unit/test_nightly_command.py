@@ -25,7 +25,8 @@ from autotune.errors import ExitCode, StudyError, TargetError
 from tests.support.nightly import nightly_experiment
 
 EXPERIMENT = nightly_experiment(repeats=2, trials=3)
-SHORT = ["--plain", "--top", "1", "--repeats", "2", "--extra", "0"]
+# --repeats 3: a candidate is judged on its confirmation runs alone, and ADOPT needs 3 of them.
+SHORT = ["--plain", "--top", "1", "--repeats", "3", "--extra", "0"]
 
 
 @pytest.fixture

@@ -283,6 +283,48 @@ def test_the_whole_run_benchmark_judges_verdicts_against_the_grid(
     assert summary["truth"]["verdict"] == "adopt" and summary["correct_share"] == 1.0
 
 
+def test_the_null_replay_makes_every_configuration_read_like_the_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import whole_run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(REPLAY)
+    # One configuration recorded 50% better: under --null it is the baseline's equal, so the
+    # only right verdict is KEEP and every run is within 10%.
+    _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.0102, 0.0098),
+                     "GOMAXPROCS=1 GOGC=100": (0.012, 0.0121, 0.0122),
+                     "GOMAXPROCS=1 GOGC=400": (0.005, 0.0051, 0.0052),
+                     "GOMAXPROCS=2 GOGC=100": (0.014, 0.0141, 0.0142),
+                     "GOMAXPROCS=2 GOGC=400": (0.015, 0.0151, 0.0152)})
+    run = whole_run.run_one(tmp_path / "exp.yaml", 3, {"null": 0.1})
+    assert run.within and run.correct == (run.verdict == "keep current")
+    assert run.verdict != "adopt" or run.chosen is not None
+    summary = whole_run.summary(tmp_path / "exp.yaml", [run], null=True)
+    assert summary["truth"] == {"verdict": "keep current", "best": "baseline", "gain": 0.0,
+                                "baseline": 0.010}
+    # Every read: the baseline's recorded median of each metric times one lognormal factor,
+    # continuous (two reads never tie) and the same factor for every metric of a read.
+    exp = parse_experiment(REPLAY)
+    grid = ReplayGrid.load(tmp_path / "grid.csv")
+    medians = whole_run.baseline_medians(exp, grid)
+    assert medians["p99_latency"] == 0.010
+
+    class Fixed:
+        def observe(self, live: object) -> None: ...
+        def read(self, queries: object, window: object, live: object) -> dict[str, object]:
+            return {"p99_latency": 0.005, "error_rate": 0.0}
+        def close(self) -> None: ...
+
+    null = whole_run.Null(Fixed(), {"p99_latency": 0.010, "error_rate": 0.002}, 0.1, 3)  # type: ignore[arg-type]
+    reads = [null.read({}, None, None) for _ in range(50)]  # type: ignore[arg-type]
+    factors = [r["p99_latency"] / 0.010 for r in reads]  # type: ignore[operator]
+    assert len(set(factors)) == 50
+    assert all(r["error_rate"] == pytest.approx(0.002 * f) for r, f in zip(reads, factors,
+                                                                            strict=True))
+    assert 0.9 < statistics.median(factors) < 1.1
+
+
 def test_a_miss_is_put_at_the_stage_that_lost_every_good_configuration() -> None:
     from benchmarks.whole_run import Ground, missed_at
 

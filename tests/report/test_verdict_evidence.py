@@ -1,0 +1,93 @@
+"""What a confirmed verdict rests on: each candidate's confirmation runs alone (not the search
+measurement that chose it), each judged at the level that keeps the whole family of candidates
+within the error rate (Bonferroni). Both were measured to matter when nothing differs
+(docs/measurements/null-2026-12-04.txt)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.evidence import significance as sig
+from autotune.report import build_report
+from autotune.study.confirm import BASELINE, CONFIDENCE_ATTR, look_levels, pooled_values
+from tests.report.builder import Builder, m
+from tests.report.builder import experiment as builder_experiment
+
+BASELINE_RUNS = [10.0, 10.4, 10.8, 10.2, 10.6, 10.5]
+SETTINGS = [{"GOMAXPROCS": 1, "GOGC": 400}, {"GOMAXPROCS": 2, "GOGC": 400},
+            {"GOMAXPROCS": 2, "GOGC": 200}]
+
+
+def _study(tmp: Path, candidates: list[tuple[float, list[float]]]) -> Builder:
+    """Search trials then confirmation rounds: candidate i is (its search value, its
+    confirmation runs); the baseline's 3 repeats then 3 interleaved runs. A sequential
+    confirmation of 3 rounds recorded its family level (96%)."""
+    bld = Builder(builder_experiment(), tmp)
+    for settings, (searched, _) in zip(SETTINGS, candidates, strict=False):
+        bld.add("search", "search", settings, m(searched))
+    base = bld.exp.baseline_settings()
+    for i, v in enumerate(BASELINE_RUNS):
+        bld.add("reference", "baseline" if i < 3 else "confirm", base, m(v),
+                **({} if i < 3 else {"candidate": BASELINE, "round": i - 2}))
+    for trial, (settings, (_, runs)) in enumerate(zip(SETTINGS, candidates, strict=False)):
+        for r, v in enumerate(runs, start=1):
+            bld.add("reference", "confirm", settings, m(v), candidate=trial, round=r)
+    bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
+    return bld
+
+
+def test_the_search_measurement_that_chose_a_candidate_is_not_evidence_for_it(
+        tmp_path: Path) -> None:
+    # The search measured 8.0 once (why it was chosen); confirmed, it measures like the
+    # baseline but a little lower. Pooled with 8.0 the interval called it better (low +1.0%);
+    # on its three confirmation runs it is unclear: no ADOPT on the luck that chose it.
+    bld = _study(tmp_path, [(8.0, [9.5, 9.7, 10.3])])
+    report = build_report(bld.exp, bld.studies)
+    (candidate,) = report.candidates
+    assert [r.study for r in candidate.runs] == ["reference"] * 3
+    assert candidate.search_values == (8.0,)
+    assert candidate.comparisons[0].n_candidate == 3
+    assert report.verdict == "inconclusive"
+    assert "search measurement(s) that chose them are left out" in report.evidence_note
+    # The look pools what the report judges (same values, same order).
+    assert pooled_values(bld.studies, SETTINGS[0]) == [9.5, 9.7, 10.3]
+
+
+def test_one_candidate_is_judged_at_the_family_level(tmp_path: Path) -> None:
+    bld = _study(tmp_path, [(9.6, [9.5, 9.7, 10.1])])
+    report = build_report(bld.exp, bld.studies)
+    assert report.candidates[0].comparisons[0].confidence == look_levels(3).verdict
+    assert report.verdict == "adopt"
+    assert "each judged at" not in report.method
+
+
+def test_with_three_candidates_each_is_judged_at_a_third_of_the_error(tmp_path: Path) -> None:
+    # The same runs that one candidate adopts on (96%: low +1.0%) are not enough when the report
+    # had three chances to find one (98.67% each: low 0): INCONCLUSIVE, not ADOPT.
+    bld = _study(tmp_path, [(9.6, [9.5, 9.7, 10.1]), (9.9, [10.3, 10.5, 10.7]),
+                            (10.0, [10.4, 10.2, 10.6])])
+    report = build_report(bld.exp, bld.studies)
+    each = sig.each_of(look_levels(3).verdict, 3)
+    assert round(each, 4) == 0.9867
+    assert {c.comparisons[0].confidence for c in report.candidates} == {each}
+    assert report.verdict == "inconclusive"
+    assert "3 candidates, each judged at 98.67%" in report.method
+
+
+def test_a_candidate_measured_once_can_be_ruled_out_with_its_search_run_not_adopted(
+        tmp_path: Path) -> None:
+    # Dropped after round 1 for a better one, a candidate has one confirmation run. Its search
+    # run flatters it, so "not better" said with it holds without it: the verdict can KEEP
+    # rather than say INCONCLUSIVE for want of runs.
+    worse = _study(tmp_path / "worse", [(12.9, [12.6, 12.7, 12.8]), (13.0, [13.1])])
+    report = build_report(worse.exp, worse.studies)
+    once = report.candidates[1].comparisons[0]
+    assert (once.outcome, once.with_search, once.n_candidate) == ("not better", 1, 2)
+    assert "with its 1 search measurement(s), which can only flatter it" in sig.describe(once)
+    assert report.verdict == "keep current"
+    # The same two runs far better than the baseline adopt nothing: "better" needs three
+    # confirmation runs.
+    better = _study(tmp_path / "better", [(5.0, [5.1])])
+    report = build_report(better.exp, better.studies)
+    assert report.candidates[0].comparisons[0].outcome == "unclear"
+    assert report.verdict == "inconclusive"
