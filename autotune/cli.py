@@ -251,15 +251,18 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "not yet decided (the baseline, the runner-up). A candidate is judged "
                         "on its confirmation runs alone (the search run that chose it flatters "
                         "it) and ADOPT needs 3 of them, so fewer rounds can only KEEP or say "
-                        "INCONCLUSIVE; with 4 or more a look may stop early (the early looks "
-                        "share 1%% of the 5%% error rate, the verdict gets 4%%). The report "
-                        "adopts if any candidate is better, so each of N is judged at 1 - 4%%/N "
-                        "(Bonferroni). Once the best (by the mean of its runs) is better than "
-                        "the baseline, the runner-up is not measured again (default 3; with "
-                        "--fixed exactly N rounds of every candidate)")
+                        "INCONCLUSIVE (a warning says so); with 4 or more a look may stop early "
+                        "(the early looks share 1%% of the 5%% error rate, the verdict gets "
+                        "4%%). The report adopts if any candidate is better, so each of the k "
+                        "candidates with confirmation runs (every night's) is judged at "
+                        "1 - 4%%/k (Bonferroni). Once the best (by the mean of its runs) is "
+                        "better than the baseline, the runner-up is not measured again "
+                        "(default 3; with --fixed exactly that many rounds of every candidate, "
+                        "2 runs a side enough to adopt)")
     p.add_argument("--fixed", action="store_true",
-                   help="fixed confirmation: --repeats full rounds at 95%%, then --extra "
-                        "adaptive runs (the procedure before sequential confirmation)")
+                   help="fixed confirmation: --repeats full rounds, each of k candidates "
+                        "judged at 1 - 5%%/k, then --extra adaptive runs (the procedure before "
+                        "sequential confirmation)")
     p.add_argument("--extra", type=_non_negative, default=6, metavar="N",
                    help="up to N more runs while a comparison is not separated: the drift "
                         "check's, and with --fixed the confirmation's adaptive rounds (default "

@@ -3,13 +3,13 @@
 (Within one run. Not the nightly drift check, ``autotune.study.nightly``, which asks whether
 the configuration production runs is still the best.)
 
-The verdict pools every measurement of a configuration: a candidate's search trials with its
-confirmation runs, the baseline's repeats (measured before the search) with its runs interleaved
-with the candidates'. That is fair while the host measures alike from the first trial to the
-last. When it drifts (a neighbour arrives or leaves, the machine warms, a cluster's night load
-changes) the baseline's early repeats and the candidates' search trials were measured under
-other conditions than the confirmation, and pooling them biases the comparison: a host getting
-faster makes every late candidate look better than the early baseline (a wrong ADOPT), one
+The verdict pools the baseline's repeats (measured before the search) with its runs interleaved
+with the candidates' (a candidate is judged on its confirmation runs; its search trials only
+help rule it out: ``significance.judge``). That is fair while the host measures alike from the
+first trial to the last. When it drifts (a neighbour arrives or leaves, the machine warms, a
+cluster's night load changes) the baseline's early repeats were measured under other conditions
+than the confirmation, and pooling them biases the comparison: a host getting faster makes
+every late candidate look better than the early baseline (a wrong ADOPT), one
 getting slower hides a real gain (the live demo of 2026-12-03: baseline repeats 4.99, 4.96,
 5.63 ms before the search, 6.01, 6.10, 6.06 ms interleaved at the end; INCONCLUSIVE).
 

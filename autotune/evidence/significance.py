@@ -49,15 +49,20 @@ candidate adopted (the median interval decides that); it can only make another c
 interval also calls better preferred to it, which is the tail risk one would want to avoid.
 
 **What a confirmed candidate is judged on** (``judge``): "better" on its confirmation runs
-alone, "not better" also with the search measurement(s) that chose it (they flatter it, so a
-"not better" with them holds without them).
+alone, "not better" also with the search measurement(s) that chose it (chosen for looking good,
+they flatter it: a "not better" with them errs no more often than with unchosen runs; ``judge``
+says why and what it assumes).
 
 **Several candidates, one error rate** (``each_of``): the report adopts if *any* confirmed
 candidate is called better, so with ``k`` candidates there are ``k`` chances of a wrong
 "better". Each is judged at ``1 - (1 - confidence) / k`` (Bonferroni: the chance that any of
 them is wrongly called better is then at most what one would have, whatever their dependence).
-Measured before it was adopted: with 3 candidates and nothing differing, judging each at the
-family's level adopted wrongly 8-9% of the time (docs/measurements/null-2026-12-04.txt).
+Measured before it was adopted: with 3 candidates and no selection, judging each at the
+family's level adopted wrongly 9.7% of the time
+(docs/measurements/null-confirmation-2026-12-04.txt).
+Nominal only at 3 runs a side: there "better" means every candidate run beats every baseline
+run, which happens by chance with probability 1 / C(9, 3) = 1.2% at 3 vs 6, above the 0.67%
+one-sided share 98.67% stands for; the whole confirmation measured 5-6% when nothing differs.
 """
 
 from __future__ import annotations
@@ -222,10 +227,17 @@ def judge(
     "Better" is called on its confirmation runs alone: its search measurements got it chosen
     because they looked good, and counted as evidence they made a confirmation that measured
     nothing different adopt 12-20% of the time (docs/measurements/null-2026-12-04.txt). The
-    same bias makes them safe for the other call: with them the candidate looks better than it
-    is, so "not better" said with them holds without them, and a candidate the confirmation
-    measured once (dropped after round 1 for a better one) can still be ruled out rather than
-    leave the verdict INCONCLUSIVE."""
+    same bias lets them help the other call. With the resampling fixed, each resample's median
+    only moves towards "better" when any one value does, so the interval's upper end does too;
+    a search value chosen for looking good is (in distribution) better than an unchosen run, so
+    "not better" with it errs no more often than with a run measured like the others. This
+    compares the pool with an unchosen run of the same size, not with the confirmation runs
+    alone (more values can narrow an interval), and it assumes the host did not drift between
+    the search and the confirmation (a host that got faster makes early runs look worse; the
+    report says when the baseline drifted). It lets a candidate the confirmation measured once
+    (dropped after round 1 for a better one) be ruled out rather than leave the verdict
+    INCONCLUSIVE. "Not better" never leads to ADOPT: the wrong-ADOPT rate does not depend on
+    it."""
     if not confirmed and not searched:
         raise ValueError("a candidate needs a measurement")
     mine = compare(confirmed, baseline, metric=metric, direction=direction, seed=seed,
@@ -340,7 +352,8 @@ def describe(c: Comparison) -> str:
         text += ", no interval: fewer than 2 values on a side"
     n = f"{c.n_candidate}{' (noise borrowed from the baseline)' if c.borrowed_noise else ''}"
     if c.with_search:
-        n += (f" with its {c.with_search} search measurement(s), which can only flatter it")
+        n = (f"{c.n_candidate} ({c.n_candidate - c.with_search} confirmation run(s) + "
+             f"{c.with_search} search measurement(s), used only to rule it out)")
     return text + f"; n={n} vs {c.n_baseline})"
 
 

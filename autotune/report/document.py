@@ -5,7 +5,6 @@ Only wording and number formatting happen here; every figure shown is a field of
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -201,12 +200,13 @@ def _candidates(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
               if cmp is not None and cmp.low is not None else "-")
         spread = c.objectives[0] if c.objectives else None
         rows.append((c.id, settings(c.settings), str(len(c.runs)),
-                     value(statistics.median(c.search_values) if c.search_values else None,
-                           unit),
+                     ", ".join(value(v, unit) for v in c.search_values) or "-",
                      value(spread.median if spread else None, unit),
                      value(spread.mean if spread else None, unit),
                      percent(cmp.improvement if cmp else None), ci,
-                     "yes" if c.feasible else "no", cmp.outcome if cmp else "-"))
+                     "yes" if c.feasible else "no",
+                     "-" if cmp is None else cmp.outcome + (" (with its search run)"
+                                                            if cmp.with_search else "")))
     if report.baseline is not None and report.baseline.objectives:
         b = report.baseline
         rows.insert(0, ("baseline", settings(b.settings), str(len(b.runs)), "",
@@ -220,7 +220,8 @@ def _candidates(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
         out.append(Paragraph(
             "A candidate's runs are its confirmation runs; \"search\" is the search measurement "
             "that got it chosen, left out of its evidence because the best of several flatters "
-            "it (it may only rule a candidate out: \"not better\" with it holds without it). "
+            "it. It is used only to rule a candidate out: such a row says \"(with its search "
+            "run)\", and its improvement and interval then include it. "
             "The improvement and its interval are about the median (the verdict's test); the "
             "rows are ordered by the mean, and among candidates called better the report adopts "
             "the best mean (every confirmation run counts in it)."))

@@ -2,9 +2,10 @@
 
 Which evidence decides:
 
-- **confirmation** (any complete ``kind="confirm"`` trial of a candidate): every measurement
-  of each candidate (its search trials and confirmation runs) against every measurement of the
-  baseline (its repeats before the search and its runs interleaved with the candidates'). When
+- **confirmation** (any complete ``kind="confirm"`` trial of a candidate): each candidate's
+  confirmation runs (its search trials only to rule it out: ``significance.judge``), each at
+  ``significance.each_of`` of the level, against every measurement of the baseline (its
+  repeats before the search and its runs interleaved with the candidates'). When
   the baseline's two groups show that the host drifted between them
   (``autotune.evidence.drift``), the note and the verdict's reason say so, with the baseline's
   runs; the evidence stays pooled (judging the interleaved runs alone was priced and did worse).
@@ -182,7 +183,8 @@ def _method(sequential: bool, confidence: float, interim: Any, judged: int) -> s
     if judged > 1:
         text += (f"; {judged} candidates, each judged at "
                  f"{sig.each_of(confidence, judged):.2%} so that any wrong 'better' among them "
-                 f"stays within {1 - confidence:.0%} (Bonferroni)")
+                 f"stays nominally within {1 - confidence:.0%} (Bonferroni; at 3 runs a side the "
+                 "bootstrap overshoots its level a little)")
     return text
 
 
@@ -298,8 +300,8 @@ def _evidence(
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
                 f"{len(confirm)} candidate(s) in {rounds} round(s), each judged on its "
                 f"confirmation runs alone at {each * 100:.4g}% (the {searched} search "
-                "measurement(s) that chose them are left out: the best of many looks better "
-                "than it is); "
+                "measurement(s) that chose them are left out of 'better': the best of many looks "
+                "better than it is; they may only rule a candidate out); "
                 f"baseline: {len(repeats)} repeats before the search and "
                 f"{len(confirmed_baseline)} runs interleaved with the candidates")
         # A host that drifted between the two groups biases pooled evidence
@@ -415,7 +417,7 @@ def _metric(exp: Experiment, name: str, runs: Sequence[TrialRow]) -> MetricSumma
 
 def _separation(chosen: Configuration | None, candidates: Sequence[Configuration],
                 primary: Objective, seed: int, by_mean: bool) -> str | None:
-    """The chosen configuration against the best other feasible one, by every measurement of
+    """The chosen configuration against the best other feasible one, by the evidence runs of
     each: better beyond the noise, equivalent (the whole interval within the practical margin),
     or not told apart (the interval's two ends, in words)."""
     others = [c for c in candidates if c is not chosen and c.feasible and c.runs]

@@ -58,12 +58,17 @@ looks and nearly the nominal one at the last is the Haybittle-Peto shape. With `
 confirmation runs a side needed to call "better", the default 3 rounds have no early look that
 decides: the leader gets its third run in round 3 (``repeats`` 4 or more would have them).
 That bound is nominal: at 3 to 6 runs a side the percentile bootstrap of medians is coarse and
-not conservative (at 3 vs 5 "better" means every run beats every run, which happens with
-probability 1 / C(8, 3) = 1.8% when nothing differs). Simulated with nothing differing
+not conservative (at 3 vs 6 "better" means every run beats every run, which happens with
+probability 1 / C(9, 3) = 1.2% when nothing differs, above the 0.67% one-sided share of each of
+3 candidates). Simulated with nothing differing
 (``benchmarks/bench_significance.py``, docs/measurements/null-2026-12-04.txt): the whole
 confirmation, 3 of 7 search values confirmed, adopts wrongly in 2.3-6.0% of runs at noise sigma
 0.1-0.3 (12.7-19.7% when the search value was pooled and each candidate judged at the family's
-level); the whole product replayed with every configuration alike (``whole_run --null``), 5%.
+level); the whole product replayed with every configuration alike (``whole_run --null``),
+5-6%. The early looks of the default 3 rounds cannot decide (fewer than ``MIN_RUNS``
+confirmation runs) yet hold 1% of the 5%: giving it to the verdict is the next power to win
+back. ``k`` only grows over nights: a study continued night after night gets harder to adopt
+from, and a report re-made on night 2 may call night 1's candidate unclear.
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -157,7 +162,7 @@ def undecided(
       ``levels.interim`` and the report's call on the runner-up against the baseline is not
       "unclear" and the same at both levels: the report adopts the best among every candidate
       called better, and says INCONCLUSIVE while one is unclear. Candidates beyond the
-      runner-up (the third of ``top``, an earlier night's) are not looked at: their 2 runs
+      runner-up (the third of ``top``, an earlier night's) are not looked at: their 1 or 2 runs
       rarely decide anything.
     """
     def outcome(a: Sequence[float], b: Sequence[float], confidence: float) -> str:
@@ -335,6 +340,10 @@ def confirm(
                   "round": t.user_attrs.get("round")}
                  for t in studies.reference.get_trials(deepcopy=False)]
     sequential = sequential and len(directions(exp)) == 1
+    if sequential and repeats < MIN_RUNS:
+        log.warning("--repeats %d: tonight's candidates get at most %d confirmation run(s), "
+                    "fewer than the %d an ADOPT needs; this confirmation can KEEP or say "
+                    "INCONCLUSIVE, not adopt them", repeats, repeats, MIN_RUNS)
     schedule = plan(exp, search, reference, top=top, repeats=1 if sequential else repeats,
                     seed=seed)
     if not schedule.candidates:
@@ -462,7 +471,7 @@ def _ranked(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]
 ) -> tuple[list[Pick], dict[int, list[float]], list[float]]:
     """The measured candidates the report may adopt, best first (by ``significance.rank_key``
-    of every measurement of each, as the report chooses), those measurements by trial, and the
+    of the confirmation runs of each, as the report chooses), those runs by trial, and the
     baseline's. A candidate with a run that violated a constraint is left out: the report never
     adopts it, so it must not lead (nor be the runner-up) a look."""
     direction = directions(exp)[0]
@@ -503,9 +512,10 @@ def sequential_round(
                                   else searched_values(studies, runner_up.settings)))
     if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
-                 levels.interim * 100, sig.describe(sig.compare(
-                     values[best.trial], baseline, metric=metric, direction=direction,
-                     confidence=levels.interim)))
+                 levels.interim * 100, sig.describe(sig.judge(
+                     values[best.trial], searched_values(studies, best.settings), baseline,
+                     metric=metric, direction=direction, confidence=levels.interim,
+                     min_runs=MIN_RUNS)))
         return []
     todo: list[tuple[int | str, dict[str, Setting]]] = []
     if BASELINE in pending:
@@ -531,14 +541,19 @@ def adaptive_round(
         return []
     best = ranked[0]
     metric = exp.goals[0].label
+    # At the level the report judges each candidate of a fixed design (95% shared by them).
+    level = sig.each_of(sig.CONFIDENCE, judged(studies))
 
     def unresolved(a: list[float], b: list[float]) -> bool:
-        return sig.compare(a, b, metric=metric, direction=direction).outcome == "unclear"
+        return sig.compare(a, b, metric=metric, direction=direction,
+                           confidence=level).outcome == "unclear"
 
     todo: list[tuple[int | str, dict[str, Setting]]] = []
     if len(ranked) > 1 and unresolved(values[best.trial], values[ranked[1].trial]):
         todo.append((ranked[1].trial, ranked[1].settings))
-    if unresolved(values[best.trial], baseline):
+    if sig.judge(values[best.trial], searched_values(studies, best.settings), baseline,
+                 metric=metric, direction=direction, confidence=level,
+                 min_runs=2).outcome == "unclear":
         todo.append((BASELINE, exp.baseline_settings()))
     if not todo:
         return []

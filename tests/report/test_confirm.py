@@ -485,7 +485,7 @@ def test_a_look_and_the_report_bootstrap_the_same_values_in_the_same_order(
         assert (look.low, look.high) == (c.comparisons[0].low, c.comparisons[0].high), c.id
 
 
-def test_with_no_difference_the_whole_confirmation_adopts_wrongly_at_most_five_percent() -> None:
+def test_with_no_difference_the_whole_confirmation_adopts_wrongly_near_five_percent() -> None:
     # Three of seven search values confirmed, re-ranked at every look, every candidate judged
     # (benchmarks' play of confirm() and the report, with the product's undecided(), judge() and
     # each_of()). Before 2026-12-04 the search value that got a candidate chosen counted as
@@ -493,6 +493,19 @@ def test_with_no_difference_the_whole_confirmation_adopts_wrongly_at_most_five_p
     rate = confirmation_false_adopt(look_levels(3), 0.1, 300, np.random.default_rng(7))
     legacy = confirmation_false_adopt(look_levels(3), 0.1, 300, np.random.default_rng(7),
                                       legacy=True)
-    # 5.0% and 13% with this seed; the bound is 5%, and at 3 runs a side the bootstrap of
-    # medians overshoots its level a little (3.3% for one candidate against 2.5% nominal).
+    # 5.0% and 13% with this seed. Nominally a wrong "better" has 2.5% (one side of 95%), all
+    # wrong calls 5%; at 3 runs a side the bootstrap of medians overshoots its level (3.3% for
+    # one candidate against 2.5%), so the check allows 6%.
     assert rate <= 0.06 and legacy > 0.10
+
+
+def test_fewer_rounds_than_an_adopt_needs_are_warned_about(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
+    sim.runner.run(sim.studies, 6)
+    with caplog.at_level("WARNING", logger="autotune.study.confirm"):
+        confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=2, seed=5)
+    assert "fewer than the 3 an ADOPT needs" in caplog.text
+    # and indeed: two confirmation runs of a candidate far better than the baseline adopt
+    # nothing
+    assert build_report(sim.exp, sim.studies).verdict != "adopt"

@@ -83,7 +83,8 @@ def test_a_candidate_measured_once_can_be_ruled_out_with_its_search_run_not_adop
     report = build_report(worse.exp, worse.studies)
     once = report.candidates[1].comparisons[0]
     assert (once.outcome, once.with_search, once.n_candidate) == ("not better", 1, 2)
-    assert "with its 1 search measurement(s), which can only flatter it" in sig.describe(once)
+    assert ("n=2 (1 confirmation run(s) + 1 search measurement(s), used only to rule it out) "
+            "vs 6") in sig.describe(once)
     assert report.verdict == "keep current"
     # The same two runs far better than the baseline adopt nothing: "better" needs three
     # confirmation runs.
