@@ -299,7 +299,6 @@ def test_the_null_replay_makes_every_configuration_read_like_the_baseline(
                      "GOMAXPROCS=2 GOGC=400": (0.015, 0.0151, 0.0152)})
     run = whole_run.run_one(tmp_path / "exp.yaml", 3, {"null": 0.1})
     assert run.within and run.correct == (run.verdict == "keep current")
-    assert run.verdict != "adopt" or run.chosen is not None
     summary = whole_run.summary(tmp_path / "exp.yaml", [run], null=True)
     assert summary["truth"] == {"verdict": "keep current", "best": "baseline", "gain": 0.0,
                                 "baseline": 0.010}
