@@ -165,52 +165,59 @@ DRIFT_SPAN = 360.0
 """``--drift F`` is the drift over this many simulated seconds (about one run)."""
 
 
-class Drifting:
-    """A metric source whose objective reads drift with the simulated time (``--drift``)."""
+class _Rewritten:
+    """A metric source that passes observe and close through and rewrites what ``read``
+    returns (``rewrite``): the shared shape of ``Drifting`` and ``Null``."""
 
-    def __init__(self, source: MetricSource, metrics: set[str], drift: float,
-                 clock: FakeClock) -> None:
-        self.source, self.metrics, self.drift, self.clock = source, metrics, drift, clock
-
-    def factor(self, at: float) -> float:
-        return max(0.1, 1 + self.drift * at / DRIFT_SPAN)
+    def __init__(self, source: MetricSource) -> None:
+        self.source = source
 
     def observe(self, live: Live) -> None:
         self.source.observe(live)
 
     def read(self, queries: Mapping[str, str], window: Window,
              live: Live) -> dict[str, Reading]:
-        read = self.source.read(queries, window, live)
-        factor = self.factor(self.clock.monotonic())
-        return {name: value * factor if name in self.metrics and isinstance(value, float)
-                else value for name, value in read.items()}
+        return self.rewrite(self.source.read(queries, window, live))
+
+    def rewrite(self, read: dict[str, Reading]) -> dict[str, Reading]:
+        raise NotImplementedError
 
     def close(self) -> None:
         self.source.close()
 
 
-class Null:
+class Drifting(_Rewritten):
+    """A metric source whose objective reads drift with the simulated time (``--drift``)."""
+
+    def __init__(self, source: MetricSource, metrics: set[str], drift: float,
+                 clock: FakeClock) -> None:
+        super().__init__(source)
+        self.metrics, self.drift, self.clock = metrics, drift, clock
+
+    def factor(self, at: float) -> float:
+        return max(0.1, 1 + self.drift * at / DRIFT_SPAN)
+
+    def rewrite(self, read: dict[str, Reading]) -> dict[str, Reading]:
+        factor = self.factor(self.clock.monotonic())
+        return {name: value * factor if name in self.metrics and isinstance(value, float)
+                else value for name, value in read.items()}
+
+
+class Null(_Rewritten):
     """A metric source under which every configuration reads like the baseline (``--null``)."""
 
     def __init__(self, source: MetricSource, medians: Mapping[str, float], sigma: float,
                  seed: int) -> None:
-        self.source, self.medians, self.sigma = source, medians, sigma
+        super().__init__(source)
+        self.medians, self.sigma = medians, sigma
         self.rng = random.Random(f"null:{seed}")
 
-    def observe(self, live: Live) -> None:
-        self.source.observe(live)
-
-    def read(self, queries: Mapping[str, str], window: Window,
-             live: Live) -> dict[str, Reading]:
-        read = self.source.read(queries, window, live)
+    def rewrite(self, read: dict[str, Reading]) -> dict[str, Reading]:
         # One factor per read: an objective that combines several metrics scales as one.
         factor = math.exp(self.sigma * self.rng.gauss(0.0, 1.0))
         return {name: self.medians[name] * factor
                 if name in self.medians and isinstance(value, float) else value
                 for name, value in read.items()}
-
-    def close(self) -> None:
-        self.source.close()
 
 
 def baseline_medians(exp: Experiment, grid: ReplayGrid) -> dict[str, float]:

@@ -61,8 +61,9 @@ Measured before it was adopted: with 3 candidates and no selection, judging each
 family's level adopted wrongly 9.7% of the time
 (docs/measurements/null-confirmation-2026-12-04.txt).
 Nominal only at 3 runs a side: there "better" means every candidate run beats every baseline
-run, which happens by chance with probability 1 / C(9, 3) = 1.2% at 3 vs 6, above the 0.67%
-one-sided share 98.67% stands for; the whole confirmation measured 5-6% when nothing differs.
+run, which happens by chance with probability 1 / C(9, 3) = 1.2% at 3 vs 6, above the 0.83%
+one-sided share 98.33% (each of 3 at the default 95%) stands for; the whole confirmation
+measured 4-6% when nothing differs.
 """
 
 from __future__ import annotations

@@ -50,12 +50,20 @@ from autotune.study.confirm import (
     CONFIDENCE_ATTR,
     LOOK_CONFIDENCE_ATTR,
     MIN_RUNS,
+    RULE,
+    RULE_ATTR,
     top_configurations,
 )
 from autotune.study.kinds import TrialKind
 from autotune.study.space import settings_key, to_env
 
 TOP = 3
+
+OLD_RULE_NOTE = (
+    ". This study was confirmed by an autotune older than 2026-12-04, which counted the search "
+    "measurement that chose a candidate as evidence for it and judged each candidate at the "
+    "whole family's level; it is judged here by today's rule, so this verdict may differ from "
+    "the one reported then")
 """Candidates considered without confirmation runs (``autotune confirm``'s default too)."""
 
 
@@ -84,12 +92,15 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     sequential = CONFIDENCE_ATTR in data.attrs
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
-    evidence, note, baseline, found, shift = _evidence(exp, rows, objectives, seed, confidence,
-                                                       MIN_RUNS if sequential else 2)
+    judged = _evidence(exp, rows, objectives, seed, confidence, MIN_RUNS if sequential else 2)
+    evidence, baseline, shift = judged.kind, judged.baseline, judged.shift
     # Confirmed candidates in the order the verdict chooses among them (the mean of their runs,
     # significance.typical); search-only ones by their median.
     by_mean = evidence == "confirmation"
-    candidates = tuple(sorted(found, key=lambda c: _rank(c, objectives[0], by_mean)))
+    # Re-reporting a study confirmed under the old rule can change its verdict: say so.
+    note = judged.note + (OLD_RULE_NOTE if by_mean and data.attrs.get(RULE_ATTR) != RULE
+                          else "")
+    candidates = tuple(sorted(judged.candidates, key=lambda c: _rank(c, objectives[0], by_mean)))
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
         # forced export would apply.
@@ -141,7 +152,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
         evidence=evidence,
         evidence_note=note,
         method=_method(sequential, confidence, interim,
-                       len(found) if evidence == "confirmation" else 0),
+                       len(judged.candidates) if evidence == "confirmation" else 0),
         verdict=decision.verdict,
         reason=decision.reason,
         recommendation=decision.chosen if decision.verdict == "adopt" else None,
@@ -180,6 +191,9 @@ def _method(sequential: bool, confidence: float, interim: Any, judged: int) -> s
         if interim is not None:
             text += (f"; the earlier looks, which may stop it, at {float(interim):.2%} each (a "
                      "nominal 5% error rate over all of them, Bonferroni)")
+        elif confidence == sig.CONFIDENCE:
+            text += (f" (no earlier look could decide: the leader had fewer than {MIN_RUNS} "
+                     "confirmation runs at each)")
     if judged > 1:
         text += (f"; {judged} candidates, each judged at "
                  f"{sig.each_of(confidence, judged):.2%} so that any wrong 'better' among them "
@@ -253,10 +267,22 @@ def _spread(values: Iterable[float]) -> Spread | None:
 
 # --- evidence ----------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Evidence:
+    """What the verdict is judged on: its kind, the note that says so, the baseline and the
+    candidates compared with it, and the baseline's drift when the runs show one."""
+
+    kind: EvidenceKind
+    note: str
+    baseline: Configuration | None
+    candidates: list[Configuration]
+    shift: Drift | None = None
+
+
 def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
     confidence: float, min_runs: int,
-) -> tuple[EvidenceKind, str, Configuration | None, list[Configuration], Drift | None]:
+) -> _Evidence:
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
@@ -311,19 +337,19 @@ def _evidence(
                       [r.values[0] for r in confirmed_baseline if r.values])
         if shift is not None:
             note += f". {shift.text(objectives[0].metric)}"
-        return "confirmation", note, baseline, candidates, shift
+        return _Evidence("confirmation", note, baseline, candidates, shift)
 
     picks = top_configurations([_summary(r) for r in search], [o.direction for o in objectives],
                                TOP, exclude=[exp.baseline_settings()])
     if not repeats:
         unmatched = [_configuration(exp, f"#{p.trial}", p.trial,
                                     by_settings[settings_key(p.settings)], (), ()) for p in picks]
-        return ("none", "the baseline was never measured successfully, so no candidate can be "
-                "compared with it", None, unmatched, None)
+        return _Evidence("none", "the baseline was never measured successfully, so no "
+                         "candidate can be compared with it", None, unmatched)
     baseline = _configuration(exp, "baseline", None, repeats, (), ())
     if not picks:
-        return ("none", "no feasible completed search trial to compare with the baseline",
-                baseline, [], None)
+        return _Evidence("none", "no feasible completed search trial to compare with the "
+                         "baseline", baseline, [])
     candidates = [
         _candidate(exp, p.trial, by_settings[settings_key(p.settings)],
                    by_settings[settings_key(p.settings)], baseline, objectives, seed,
@@ -335,7 +361,7 @@ def _evidence(
             "search measurement borrows the baseline's relative noise, and adopting needs the "
             f"whole interval above {sig.FALLBACK_MARGIN:.0%}. Run `autotune confirm` for a "
             "verdict from interleaved repeats")
-    return "search", note, baseline, candidates, None
+    return _Evidence("search", note, baseline, candidates)
 
 
 def _summary(r: TrialRow) -> dict[str, Any]:

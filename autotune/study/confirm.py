@@ -42,33 +42,35 @@ column of its own.
 
 Its error rate under repeated looks and several candidates, and the limits of that claim. The
 looks spend alpha = 5% unequally (``look_levels``): the looks that may stop the confirmation
-early (after rounds 1 .. ``repeats`` - 1) share ``INTERIM_ALPHA`` = 1% equally (99.5% each for 3
-rounds), and the verdict gets the other 4% (a 96% interval; 95% for one round, which has no early
-look). The report adopts if any of the ``k`` candidates it judges is called better, so each is
-judged at ``significance.each_of(level, k)`` (98.67% each for 3 candidates at the verdict):
+early share ``INTERIM_ALPHA`` = 1% equally, and the verdict gets the other 4% (a 96% interval).
+A look that *cannot* decide spends nothing (``silent_looks``): with ``MIN_RUNS`` = 3
+confirmation runs needed to call "better", the looks after rounds 1 and 2 of a candidate with no
+earlier run see at most 2 runs of it, so the default 3 rounds have no early look that decides,
+and the verdict gets the whole 5% (95%, as one fixed look; 96% from 4 rounds on, or when
+tonight's candidates already hold runs from an earlier night). Which looks are silent depends
+only on the runs held before tonight's first round, so the split is fixed in advance. The
+report adopts if any of the ``k`` candidates it judges is called better, so each is judged at
+``significance.each_of(level, k)`` (98.33% each for 3 candidates at the default verdict):
 Bonferroni over the candidates. The study records the family's levels (``CONFIDENCE_ATTR``,
-``LOOK_CONFIDENCE_ATTR``); a later call never lowers either; ``k`` is counted from the runs (a
-study continued over nights judges every night's candidates). An early look stops only when the
-report, judging at the verdict's level, would make the call the look made, for the best and the
-runner-up against the baseline (``undecided``). By Bonferroni's inequality a wrong
-candidate-vs-baseline call at any look has probability at most alpha (a wrong "better", one
-side of each two-sided interval, at most alpha / 2), for any split and whatever the dependence
-between looks and candidates. Why most of it at the end: a strict constant level at the early
-looks and nearly the nominal one at the last is the Haybittle-Peto shape. With ``MIN_RUNS`` = 3
-confirmation runs a side needed to call "better", the default 3 rounds have no early look that
-decides: the leader gets its third run in round 3 (``repeats`` 4 or more would have them).
-That bound is nominal: at 3 to 6 runs a side the percentile bootstrap of medians is coarse and
-not conservative (at 3 vs 6 "better" means every run beats every run, which happens with
-probability 1 / C(9, 3) = 1.2% when nothing differs, above the 0.67% one-sided share of each of
-3 candidates). Simulated with nothing differing
-(``benchmarks/bench_significance.py``, docs/measurements/null-2026-12-04.txt): the whole
-confirmation, 3 of 7 search values confirmed, adopts wrongly in 2.3-6.0% of runs at noise sigma
-0.1-0.3 (12.7-19.7% when the search value was pooled and each candidate judged at the family's
-level); the whole product replayed with every configuration alike (``whole_run --null``),
-5-6%. The early looks of the default 3 rounds cannot decide (fewer than ``MIN_RUNS``
-confirmation runs) yet hold 1% of the 5%: giving it to the verdict is the next power to win
-back. ``k`` only grows over nights: a study continued night after night gets harder to adopt
-from, and a report re-made on night 2 may call night 1's candidate unclear.
+``LOOK_CONFIDENCE_ATTR``, the latter only when an early look could decide); a later call never
+lowers either; ``k`` is counted from the runs (a study continued over nights judges every
+night's candidates). An early look stops only when the report, judging at the verdict's level,
+would make the call the look made, for the best and the runner-up against the baseline
+(``undecided``). By Bonferroni's inequality a wrong candidate-vs-baseline call at any look has
+probability at most alpha (a wrong "better", one side of each two-sided interval, at most
+alpha / 2), for any split and whatever the dependence between looks and candidates. Why most of
+it at the end: a strict constant level at the early looks and nearly the nominal one at the last
+is the Haybittle-Peto shape. That bound is nominal: at 3 to 6 runs a side the percentile
+bootstrap of medians is coarse and not conservative (at 3 vs 6 "better" means every run beats
+every run, which happens with probability 1 / C(9, 3) = 1.2% when nothing differs, above the
+0.83% one-sided share of each of 3 candidates). Simulated with nothing differing
+(``benchmarks/bench_significance.py``, docs/measurements/null-2026-12-04.txt and
+looks-2026-12-04.txt): the whole confirmation, 3 of 7 search values confirmed, adopts wrongly in
+4.4-6.0% of runs at noise sigma 0.1-0.3 (12.7-19.7% when the search value was pooled and each
+candidate judged at the family's level); the whole product replayed with every configuration
+alike (``whole_run --null``), 5-6%. ``k`` only grows over nights: a study continued night after
+night gets harder to adopt from, and a report re-made on night 2 may call night 1's candidate
+unclear.
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -106,12 +108,22 @@ LOOK_CONFIDENCE_ATTR = "confirm_look_confidence"
 """Search-study user attr: the confidence of each earlier look, the ones that may stop the
 confirmation (absent in studies confirmed before the split: they used ``CONFIDENCE_ATTR``)."""
 
+RULE_ATTR = "verdict_rule"
+"""Search-study user attr: the rule its confirmation was run under (``RULE``). Absent in a study
+confirmed before 2026-12-04, when a candidate's search measurement counted as evidence for it
+and each candidate was judged at the family's level: the report, judging by today's rule, says
+that a report made then may have given another verdict on the same runs."""
+
+RULE = 2
+"""Confirmation runs alone for "better", Bonferroni over the candidates (module docstring)."""
+
 MIN_RUNS = 3
 """Runs a side before a look (and the report) may call "better": three confirmation runs."""
 
 INTERIM_ALPHA = 0.01
 """The share of alpha (of ``1 - significance.CONFIDENCE`` = 5%) the looks before the verdict
-spend between them; the verdict spends the rest (module docstring)."""
+that can decide spend between them; the verdict spends the rest, all of it when none can
+(module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -124,15 +136,31 @@ class LookLevels:
     """The look after the last round: the report's verdict."""
 
 
-def look_levels(looks: int) -> LookLevels:
+def look_levels(looks: int, silent: int = 0) -> LookLevels:
     """The levels of ``looks`` looks such that a wrong decisive call at any of them has
-    probability at most ``1 - significance.CONFIDENCE`` (module docstring). Pure."""
+    probability at most ``1 - significance.CONFIDENCE`` (module docstring). Pure.
+
+    ``silent``: how many of the first looks cannot decide whatever the runs say (the leader has
+    fewer than ``MIN_RUNS`` runs there: ``silent_looks``). They spend nothing; when no early
+    look can decide, the verdict gets the whole 5%."""
     if looks < 1:
         raise ValueError("looks must be >= 1")
+    if silent < 0:
+        raise ValueError("silent must be >= 0")
     alpha = 1 - sig.CONFIDENCE
-    if looks == 1:
+    deciding = max(0, looks - 1 - silent)
+    if deciding == 0:
         return LookLevels(interim=1.0, verdict=sig.CONFIDENCE)
-    return LookLevels(interim=1 - INTERIM_ALPHA / (looks - 1), verdict=1 - (alpha - INTERIM_ALPHA))
+    return LookLevels(interim=1 - INTERIM_ALPHA / deciding, verdict=1 - (alpha - INTERIM_ALPHA))
+
+
+def silent_looks(looks: int, prior: int) -> int:
+    """How many of the first ``looks - 1`` early looks cannot decide when no candidate has more
+    than ``prior`` confirmation runs before this confirmation starts: each round gives a
+    configuration at most one run, so after round ``r`` the leader has at most ``prior + r``,
+    and a look with fewer than ``MIN_RUNS`` calls nothing (``undecided``). It depends only on
+    what was measured before tonight's first round, so the split stays fixed in advance. Pure."""
+    return min(max(0, looks - 1), max(0, MIN_RUNS - 1 - prior))
 
 
 def undecided(
@@ -175,8 +203,9 @@ def undecided(
         return sig.judge(a, search, baseline, metric=metric, direction=direction,
                          confidence=confidence, min_runs=MIN_RUNS).outcome
 
-    call = (against(best, searched[0], levels.interim) if len(best) >= MIN_RUNS
-            else "unclear")
+    # A look at 100% is one the split gave nothing (``silent_looks``): it never decides.
+    call = (against(best, searched[0], levels.interim)
+            if len(best) >= MIN_RUNS and levels.interim < 1.0 else "unclear")
     todo = ([] if call != "unclear" and call == against(best, searched[0], levels.verdict)
             else [BASELINE])
     # When the best is better the report adopts it (both rank candidates by the mean of every
@@ -356,11 +385,15 @@ def confirm(
                  schedule.already)
     else:
         log.info("every fixed confirmation round is already complete")
+    if studies.search.user_attrs.get(RULE_ATTR) != RULE:
+        studies.search.set_user_attr(RULE_ATTR, RULE)
     spent = 0
     rng = random.Random(seed)
     # The verdict and the earlier looks hold at the highest level any confirmation of this
     # study used: a later call with other rounds must not lower them (nor a --fixed one).
-    levels = look_levels(repeats) if sequential else LookLevels(1.0, sig.CONFIDENCE)
+    levels = (look_levels(repeats, silent_looks(repeats, _prior_runs(reference,
+                                                                       schedule.candidates)))
+              if sequential else LookLevels(1.0, sig.CONFIDENCE))
     verdict, interim = levels.verdict, levels.interim
     recorded = studies.search.user_attrs.get(CONFIDENCE_ATTR)
     if recorded is not None:
@@ -370,9 +403,10 @@ def confirm(
                                                                    recorded)))
     if sequential and verdict != recorded:
         studies.search.set_user_attr(CONFIDENCE_ATTR, verdict)
-    # One round has no early look: nothing to record (a later call with more rounds records
-    # its own, and must not inherit a level of 100%).
-    if sequential and repeats > 1 and interim != studies.search.user_attrs.get(
+    # No early look that can decide (one round, or too few runs before round ``repeats``):
+    # nothing to record (a later call whose looks can decide records its own, and must not
+    # inherit a level of 100%).
+    if sequential and interim < 1.0 and interim != studies.search.user_attrs.get(
             LOOK_CONFIDENCE_ATTR):
         studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
     used = LookLevels(interim=interim, verdict=verdict)
@@ -410,6 +444,18 @@ def confirm(
     # Counted here rather than trusting the runner's count: queued trials already exist when
     # they run, which a "did a new trial appear" count misses.
     return _completed(studies) - before
+
+
+def _prior_runs(reference: Sequence[Mapping[str, Any]], candidates: Sequence[Pick]) -> int:
+    """The most confirmation runs any of tonight's candidates holds (done or queued) before its
+    first round: an earlier night's, or a dead run's (``silent_looks``)."""
+    counts: dict[str, int] = {}
+    for t in reference:
+        if (t.get("kind") == TrialKind.CONFIRM and t.get("candidate") != BASELINE
+                and t.get("state") in _HOLDING):
+            key = settings_key(t.get("settings") or {})
+            counts[key] = counts.get(key, 0) + 1
+    return max((counts.get(settings_key(p.settings), 0) for p in candidates), default=0)
 
 
 def comparable(trials: Iterable[FrozenTrial]) -> Callable[[FrozenTrial], bool]:

@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 
 from autotune.experiment import Experiment, Setting, parse_experiment
 from autotune.study import storage as st
+from autotune.study.confirm import RULE, RULE_ATTR
 from autotune.study.objective import score
 from autotune.study.space import to_env
 
@@ -69,6 +70,8 @@ class Builder:
         s.set_user_attr("chaos", exp.chaos.model_dump(mode="json"))
         s.set_user_attr("measure", exp.measure.model_dump(mode="json"))
         s.set_user_attr("sampler", "tpe")
+        # Confirmation trials added here are judged as today's confirm() records them.
+        s.set_user_attr(RULE_ATTR, RULE)
 
     def add(
         self,

@@ -18,12 +18,15 @@ from autotune.study.confirm import (
     BASELINE,
     CONFIDENCE_ATTR,
     LOOK_CONFIDENCE_ATTR,
+    MIN_RUNS,
     LookLevels,
     confirm,
     look_levels,
     plan,
     pooled_values,
+    searched_values,
     sequential_round,
+    silent_looks,
     top_configurations,
     undecided,
 )
@@ -209,6 +212,37 @@ def test_the_looks_spend_five_percent_between_them_most_at_the_verdict(looks: in
     assert levels.interim >= levels.verdict
 
 
+@pytest.mark.parametrize("looks", range(1, 9))
+@pytest.mark.parametrize("prior", range(4))
+def test_looks_that_cannot_decide_spend_nothing(looks: int, prior: int) -> None:
+    # After round r the leader holds at most prior + r runs; fewer than MIN_RUNS decide nothing.
+    silent = silent_looks(looks, prior)
+    assert silent == len([r for r in range(1, looks) if prior + r < MIN_RUNS])
+    levels = look_levels(looks, silent)
+    deciding = looks - 1 - silent
+    spent = deciding * (1 - levels.interim) + (1 - levels.verdict)
+    assert abs(spent - 0.05) < 1e-12
+    # No early look that can decide: the verdict gets the whole 5%, as one fixed look would.
+    assert levels.verdict == (0.95 if deciding == 0 else pytest.approx(0.96))
+    assert levels.interim == (1.0 if deciding == 0 else pytest.approx(1 - 0.01 / deciding))
+
+
+def test_the_default_three_rounds_judge_at_the_whole_five_percent(tmp_path: Path) -> None:
+    # The default: 3 rounds, no confirmation run before. The looks after rounds 1 and 2 see at
+    # most 2 runs of the leader and cannot decide, so they hold none of the 5%: the verdict is
+    # 95% (97.5% for each of 2 candidates), not the 96% an unconditional split would leave it.
+    sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
+    sim.runner.run(sim.studies, 6)
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.95
+    assert LOOK_CONFIDENCE_ATTR not in sim.studies.search.user_attrs
+    report = build_report(sim.exp, sim.studies)
+    assert report.verdict == "adopt" and "97.5% CI" in report.reason
+    assert "earlier looks" not in report.method
+    assert "no earlier look could decide" in report.method
+    assert "2 candidates, each judged at 97.50%" in report.method
+
+
 def test_the_verdict_level_decides_runs_an_equal_split_left_open() -> None:
     # Grid 2026-12-03d, replay seed 0: the true best (4 runs) against Go's default (6 runs),
     # one run of each on the wrong side. An equal split (98.33% at each of 3 looks) left it
@@ -300,13 +334,16 @@ def test_confirmation_stops_at_the_first_decisive_look(tmp_path: Path) -> None:
     rounds = _rounds(_confirm_trials(sim.studies))
     assert sorted(rounds) == [1, 2, 3] and all(len(rounds[r]) == 3 for r in (1, 2, 3))
     assert done == 9
-    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == look_levels(4).verdict
-    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == look_levels(4).interim
+    # Of the 3 early looks only the one after round 3 can decide (the leader's third run): it
+    # alone spends the 1%, at 99%; the verdict 96%.
+    assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == look_levels(4, 2).verdict == 0.96
+    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == look_levels(4, 2).interim
+    assert look_levels(4, 2).interim == pytest.approx(0.99)
     report = build_report(sim.exp, sim.studies)
     assert report.verdict == "adopt"
     # Two candidates: each is judged at 1 - 4% / 2 (Bonferroni), the family at 96%.
     assert "98% CI" in report.reason and "sequential confirmation" in report.method
-    assert "99.67% each" in report.method and "2 candidates, each judged at 98.00%" in report.method
+    assert "99.00% each" in report.method and "2 candidates, each judged at 98.00%" in report.method
     chosen = next(c for c in report.candidates if c.id == report.recommendation)
     assert len(chosen.runs) == 3 and all(r.study == "reference" for r in chosen.runs)
     # Nothing is left to decide: a second call measures nothing.
@@ -321,7 +358,9 @@ def test_a_study_confirmed_before_the_split_keeps_its_stricter_levels(tmp_path: 
     sim.studies.search.set_user_attr(CONFIDENCE_ATTR, 1 - 0.05 / 3)
     confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
     assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 1 - 0.05 / 3
-    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == 1 - 0.005
+    # Tonight's early looks see at most 2 runs of the leader: they decide nothing and record
+    # no level of their own (one at 100% would be meaningless).
+    assert LOOK_CONFIDENCE_ATTR not in sim.studies.search.user_attrs
     # Two candidates: each judged at 1 - (5% / 3) / 2.
     assert "99.17% CI" in build_report(sim.exp, sim.studies).reason
 
@@ -334,9 +373,11 @@ def test_one_round_records_no_early_look_and_a_later_call_records_its_own(
     assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.95
     assert LOOK_CONFIDENCE_ATTR not in sim.studies.search.user_attrs
     assert "earlier looks" not in build_report(sim.exp, sim.studies).method
-    # A later call with 3 rounds looks early at 99.5%, not at an inherited 100%.
+    # A later call with 3 rounds, its candidates holding 1 run each already: the look after
+    # its round 2 may see 3 runs and decide, so it spends the 1% (99%), not an inherited 100%,
+    # and the verdict's 96% holds for the study from then on.
     confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
-    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == 1 - 0.005
+    assert sim.studies.search.user_attrs[LOOK_CONFIDENCE_ATTR] == pytest.approx(0.99)
     assert sim.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.96
 
 
@@ -483,6 +524,12 @@ def test_a_look_and_the_report_bootstrap_the_same_values_in_the_same_order(
         look = sig.compare(mine, baseline, metric="p99_latency", direction="minimize",
                            confidence=c.comparisons[0].confidence)
         assert (look.low, look.high) == (c.comparisons[0].low, c.comparisons[0].high), c.id
+        # And as the look and the report judge it (significance.judge, its search values too).
+        judged = sig.judge(mine, searched_values(bld.studies, c.settings), baseline,
+                           metric="p99_latency", direction="minimize",
+                           confidence=c.comparisons[0].confidence, min_runs=MIN_RUNS)
+        assert judged == c.comparisons[0], c.id
+        assert list(c.search_values) == searched_values(bld.studies, c.settings), c.id
 
 
 def test_with_no_difference_the_whole_confirmation_adopts_wrongly_near_five_percent() -> None:

@@ -8,10 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.evidence import significance as sig
-from autotune.report import build_report
-from autotune.study.confirm import BASELINE, CONFIDENCE_ATTR, look_levels, pooled_values
+from autotune.report import build_report, document, markdown
+from autotune.study.confirm import (
+    BASELINE,
+    CONFIDENCE_ATTR,
+    RULE,
+    RULE_ATTR,
+    confirm,
+    look_levels,
+    pooled_values,
+)
 from tests.report.builder import Builder, m
 from tests.report.builder import experiment as builder_experiment
+from tests.report.simstudy import EXPERIMENT, open_sim
 
 BASELINE_RUNS = [10.0, 10.4, 10.8, 10.2, 10.6, 10.5]
 SETTINGS = [{"GOMAXPROCS": 1, "GOGC": 400}, {"GOMAXPROCS": 2, "GOGC": 400},
@@ -20,8 +29,9 @@ SETTINGS = [{"GOMAXPROCS": 1, "GOGC": 400}, {"GOMAXPROCS": 2, "GOGC": 400},
 
 def _study(tmp: Path, candidates: list[tuple[float, list[float]]]) -> Builder:
     """Search trials then confirmation rounds: candidate i is (its search value, its
-    confirmation runs); the baseline's 3 repeats then 3 interleaved runs. A sequential
-    confirmation of 3 rounds recorded its family level (96%)."""
+    confirmation runs); the baseline's 3 repeats then 3 interleaved runs. The study recorded a
+    family level of 96% (a sequential confirmation whose early looks could decide: 4 rounds,
+    or a study continued over nights; 3 rounds from scratch record 95% since 2026-12-04)."""
     bld = Builder(builder_experiment(), tmp)
     for settings, (searched, _) in zip(SETTINGS, candidates, strict=False):
         bld.add("search", "search", settings, m(searched))
@@ -92,3 +102,28 @@ def test_a_candidate_measured_once_can_be_ruled_out_with_its_search_run_not_adop
     report = build_report(better.exp, better.studies)
     assert report.candidates[0].comparisons[0].outcome == "unclear"
     assert report.verdict == "inconclusive"
+
+
+def test_a_study_confirmed_under_the_old_rule_says_its_verdict_may_differ(
+        tmp_path: Path) -> None:
+    # The same runs, recorded by a confirm() of today (RULE_ATTR) and by one older than the
+    # rule (no attr): only the old study's report warns that the verdict it printed then, on
+    # the same runs, may differ from this one.
+    new = _study(tmp_path / "today", [(8.0, [9.5, 9.7, 10.3])])
+    today = build_report(new.exp, new.studies)
+    old = _study(tmp_path / "old", [(8.0, [9.5, 9.7, 10.3])])
+    old.studies.search.set_user_attr(RULE_ATTR, None)  # Optuna deletes no attr: None is "absent"
+    before = build_report(old.exp, old.studies)
+    assert "older than 2026-12-04" not in today.evidence_note
+    assert "older than 2026-12-04" in before.evidence_note
+    assert "may differ from the one reported then" in markdown.render(document.build(before, {}))
+    assert before.verdict == today.verdict  # the note does not change the verdict
+
+
+def test_confirm_records_the_rule_it_judged_by(tmp_path: Path) -> None:
+    sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
+    sim.runner.run(sim.studies, 6)
+    assert RULE_ATTR not in sim.studies.search.user_attrs
+    confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=5)
+    assert sim.studies.search.user_attrs[RULE_ATTR] == RULE
+    assert "older than" not in build_report(sim.exp, sim.studies).evidence_note
