@@ -58,13 +58,18 @@ from autotune.study.kinds import TrialKind
 from autotune.study.space import settings_key, to_env
 
 TOP = 3
+"""Candidates considered without confirmation runs (``autotune confirm``'s default too)."""
 
 OLD_RULE_NOTE = (
-    ". This study was confirmed by an autotune older than 2026-12-04, which counted the search "
-    "measurement that chose a candidate as evidence for it and judged each candidate at the "
-    "whole family's level; it is judged here by today's rule, so this verdict may differ from "
-    "the one reported then")
-"""Candidates considered without confirmation runs (``autotune confirm``'s default too)."""
+    ". This study's confirmation did not record its verdict rule (autotune records it since "
+    "2026-12-04): if it was confirmed before that day's rule (a candidate judged on its "
+    "confirmation runs alone, each of k candidates at 1 - alpha/k), the report made then counted "
+    "the search measurement that chose a candidate as evidence for it and judged each candidate "
+    "at the whole family's level, so the verdict reported then may differ from this one, made "
+    "by today's rule")
+"""Appended to the evidence note of a study confirmed before ``RULE_ATTR`` was recorded. The
+rule changed at 2026-12-04 13:17 UTC and the attr came later that day: a study confirmed in
+between was judged by today's rule but cannot be told apart, hence the "if"."""
 
 
 @dataclass(frozen=True)
@@ -192,8 +197,8 @@ def _method(sequential: bool, confidence: float, interim: Any, judged: int) -> s
             text += (f"; the earlier looks, which may stop it, at {float(interim):.2%} each (a "
                      "nominal 5% error rate over all of them, Bonferroni)")
         elif confidence == sig.CONFIDENCE:
-            text += (f" (no earlier look could decide: the leader had fewer than {MIN_RUNS} "
-                     "confirmation runs at each)")
+            text += (" (no earlier look spent any of it: none could decide before the leader "
+                     f"had {MIN_RUNS} confirmation runs)")
     if judged > 1:
         text += (f"; {judged} candidates, each judged at "
                  f"{sig.each_of(confidence, judged):.2%} so that any wrong 'better' among them "

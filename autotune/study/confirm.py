@@ -68,7 +68,7 @@ every run, which happens with probability 1 / C(9, 3) = 1.2% when nothing differ
 looks-2026-12-04.txt): the whole confirmation, 3 of 7 search values confirmed, adopts wrongly in
 4.4-6.0% of runs at noise sigma 0.1-0.3 (12.7-19.7% when the search value was pooled and each
 candidate judged at the family's level); the whole product replayed with every configuration
-alike (``whole_run --null``), 5-6%. ``k`` only grows over nights: a study continued night after
+alike (``whole_run --null``), 5-6.5%. ``k`` only grows over nights: a study continued night after
 night gets harder to adopt from, and a report re-made on night 2 may call night 1's candidate
 unclear.
 
@@ -105,8 +105,10 @@ CONFIDENCE_ATTR = "confirm_confidence"
 look); the report's verdict uses it (absent: ``significance.CONFIDENCE``, a fixed design)."""
 
 LOOK_CONFIDENCE_ATTR = "confirm_look_confidence"
-"""Search-study user attr: the confidence of each earlier look, the ones that may stop the
-confirmation (absent in studies confirmed before the split: they used ``CONFIDENCE_ATTR``)."""
+"""Search-study user attr: the confidence of each earlier look that can decide, the ones that may
+stop the confirmation. Absent when no early look could decide (``silent_looks``: one round, or
+the default 3 with no earlier runs), and in studies confirmed before the split (they looked at
+``CONFIDENCE_ATTR`` every time)."""
 
 RULE_ATTR = "verdict_rule"
 """Search-study user attr: the rule its confirmation was run under (``RULE``). Absent in a study
@@ -398,7 +400,8 @@ def confirm(
     recorded = studies.search.user_attrs.get(CONFIDENCE_ATTR)
     if recorded is not None:
         verdict = max(verdict, float(recorded))
-        # A study confirmed before the split looked at the verdict's level every time.
+        # A study confirmed before the split looked at the verdict's level every time; one
+        # whose looks were all silent recorded none (then the fallback is at most tonight's).
         interim = max(interim, float(studies.search.user_attrs.get(LOOK_CONFIDENCE_ATTR,
                                                                    recorded)))
     if sequential and verdict != recorded:
