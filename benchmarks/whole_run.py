@@ -40,6 +40,8 @@ baseline's recorded median of it times ``exp(SIGMA * z)``, one standard normal `
 continuous draw from one distribution. The truth is then "nothing differs": the correct verdict is
 KEEP, every ADOPT is wrong (the confirmation's false-ADOPT rate on the whole product), and every
 run is within 10%. Continuous, because the recorded repeats of two configurations never tie.
+With ``--drift F`` too, every configuration reads like the baseline and then drifts: the
+false-ADOPT rate on a drifting host.
 
 With ``--screening`` or ``--window`` a grid that did not record the metrics over the window's
 first seconds (``grid_local.py --early``) is not played: its row says so. "screened" is the
@@ -272,12 +274,14 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     clock = FakeClock()
     with tempfile.TemporaryDirectory(prefix="whole-run-") as tmp:
         backends = Replay(exp, grid, clock, seed).backends()
-        if drift:
-            backends = dataclasses.replace(backends, source=Drifting(
-                backends.source, {m for goal in exp.goals for m in goal.terms}, drift, clock))
+        # Null inside Drifting: with both, every configuration reads like the baseline and
+        # then drifts, the null case of a drifting host.
         if null:
             backends = dataclasses.replace(backends, source=Null(
                 backends.source, baseline_medians(exp, grid), null, seed))
+        if drift:
+            backends = dataclasses.replace(backends, source=Drifting(
+                backends.source, {m for goal in exp.goals for m in goal.terms}, drift, clock))
         runner = StudyRunner(exp, backends, clock=clock,
                              progress=SilentProgress(), journal=_NoJournal(Path(tmp) / "j.jsonl"),
                              experiment_hash="whole-run")

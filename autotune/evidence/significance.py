@@ -234,8 +234,9 @@ def judge(
     "not better" with it errs no more often than with a run measured like the others. This
     compares the pool with an unchosen run of the same size, not with the confirmation runs
     alone (more values can narrow an interval), and it assumes the host did not drift between
-    the search and the confirmation (a host that got faster makes early runs look worse; the
-    report says when the baseline drifted). It lets a candidate the confirmation measured once
+    the search and the confirmation (a host that got faster makes early runs look worse; when
+    the baseline drifted, the report and the looks pass values scaled by its trend in time:
+    ``autotune.evidence.drift.steadied``). It lets a candidate the confirmation measured once
     (dropped after round 1 for a better one) be ruled out rather than leave the verdict
     INCONCLUSIVE. "Not better" never leads to ADOPT: the wrong-ADOPT rate does not depend on
     it."""

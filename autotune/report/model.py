@@ -193,6 +193,8 @@ class TrialRow:
     """Every phase run: (name, start from the trial's first phase, seconds)."""
     member: str | None = None
     """The pool member that measured the trial (``target.kubernetes.pool``), else None."""
+    at: float | None = None
+    """When its measurement ended, epoch seconds (``autotune.study.record.measured_at``)."""
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ Which evidence decides:
 - **confirmation** (any complete ``kind="confirm"`` trial of a candidate): each candidate's
   confirmation runs (its search trials only to rule it out: ``significance.judge``), each at
   ``significance.each_of`` of the level, against every measurement of the baseline (its
-  repeats before the search and its runs interleaved with the candidates'). When
-  the baseline's two groups show that the host drifted between them
-  (``autotune.evidence.drift``), the note and the verdict's reason say so, with the baseline's
-  runs; the evidence stays pooled (judging the interleaved runs alone was priced and did worse).
+  repeats before the search and its runs interleaved with the candidates'). When the
+  baseline's two groups show that the host drifted between them
+  (``autotune.evidence.drift.steadied``), every run's primary value is judged scaled by the
+  baseline's trend in time to the end of the run, and the note (with both groups) and the
+  verdict's reason say so.
 - **search** (no confirmation): the top distinct feasible search configurations (as ``autotune
   confirm`` would pick them) against the baseline repeats, with the stricter fallback rule of
   ``significance`` (borrowed noise, 20% margin): at most "inconclusive" unless overwhelming.
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autotune.evidence import significance as sig
-from autotune.evidence.drift import Drift, drift
+from autotune.evidence.drift import Drift, Trend, steadied
 from autotune.evidence.members import differing
 from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Experiment
@@ -55,6 +56,7 @@ from autotune.study.confirm import (
     top_configurations,
 )
 from autotune.study.kinds import TrialKind
+from autotune.study.record import measured_at
 from autotune.study.space import settings_key, to_env
 
 TOP = 3
@@ -119,7 +121,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
             confirmed=evidence == "confirmation",
         )
         if shift is not None:  # the note has the runs; the reason, read alone, must say it too
-            decision = replace(decision, reason=f"{decision.reason}. {shift.warning()}")
+            decision = replace(decision,
+                               reason=f"{decision.reason}. {shift.warning(judged.steady)}")
     search = [r for r in rows if r.study == "search"]
     chosen = next((c for c in candidates if c.id == decision.chosen), None)
     measured: dict[str, list[TrialRow]] = {}
@@ -244,6 +247,7 @@ def _row(t: Mapping[str, Any], detail: Mapping[str, Any]) -> TrialRow:
         origin=record.get("origin"),
         timeline=tuple((str(n), float(a), float(b)) for n, a, b in record.get("timeline") or ()),
         member=record.get("member"),
+        at=measured_at(record),
     )
 
 
@@ -282,6 +286,21 @@ class _Evidence:
     baseline: Configuration | None
     candidates: list[Configuration]
     shift: Drift | None = None
+    steady: Trend | None = None
+    """The baseline's trend every run was scaled by (``autotune.evidence.drift.steadied``)."""
+
+
+_UNSCALED = (". The runs are judged as measured, so a verdict that mixes early and late runs "
+             "is biased by the drift: there is no trend in time to scale them by (a run "
+             "without a recorded time, or a value that is not positive)")
+
+
+def _scaled(r: TrialRow, steady: Trend) -> TrialRow:
+    """``r`` with its primary value scaled by the trend (the drift is measured on it alone); a
+    run without a time (recorded by an older autotune) is left as measured."""
+    if r.at is None or not r.values:
+        return r
+    return replace(r, values=(steady.scale(r.at, r.values[0]), *r.values[1:]))
 
 
 def _evidence(
@@ -297,6 +316,16 @@ def _evidence(
                          if r.member and r.kind == TrialKind.BASELINE and r.values)
     done = [r for r in done if r.member not in left_out]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
+    confirmed_baseline = [r for r in done
+                          if r.kind == TrialKind.CONFIRM and r.candidate == BASELINE]
+    # A host that drifted between the baseline's two groups biases evidence that mixes early
+    # and late runs (autotune.evidence.drift): every run is then scaled by the baseline's trend
+    # in time to what it would have read at the end, and the note and the reason say so.
+    shift, steady = steadied([(r.at, r.values[0]) for r in repeats if r.values],
+                             [(r.at, r.values[0]) for r in confirmed_baseline if r.values])
+    if steady is not None:
+        done = [_scaled(r, steady) for r in done]
+        repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}
     for r in done:
         if r.kind == TrialKind.CONFIRM:
@@ -335,14 +364,10 @@ def _evidence(
                 "better than it is; they may only rule a candidate out); "
                 f"baseline: {len(repeats)} repeats before the search and "
                 f"{len(confirmed_baseline)} runs interleaved with the candidates")
-        # A host that drifted between the two groups biases pooled evidence
-        # (autotune.evidence.drift):
-        # the reader must know, even though the verdict still pools.
-        shift = drift([r.values[0] for r in repeats if r.values],
-                      [r.values[0] for r in confirmed_baseline if r.values])
         if shift is not None:
             note += f". {shift.text(objectives[0].metric)}"
-        return _Evidence("confirmation", note, baseline, candidates, shift)
+            note += f". {steady.text(objectives[0].metric)}" if steady is not None else _UNSCALED
+        return _Evidence("confirmation", note, baseline, candidates, shift, steady)
 
     picks = top_configurations([_summary(r) for r in search], [o.direction for o in objectives],
                                TOP, exclude=[exp.baseline_settings()])

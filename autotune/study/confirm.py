@@ -38,7 +38,9 @@ better (the winner's curse), and pooling it made the confirmation adopt wrongly 
 differed (docs/measurements/null-2026-12-04.txt). The baseline pools its repeats before the
 search and its interleaved runs (neither was chosen). The search measurement may still rule a
 candidate out (it can only flatter it: ``significance.judge``), and the report shows it in a
-column of its own.
+column of its own. When the baseline drifted between its repeats and its interleaved runs, a
+look judges every run scaled by the baseline's trend in time, as the report does
+(``steadiness``; ``autotune.evidence.drift``).
 
 Its error rate under repeated looks and several candidates, and the limits of that claim. The
 looks spend alpha = 5% unequally (``look_levels``): the looks that may stop the confirmation
@@ -87,12 +89,14 @@ from typing import Any, Protocol
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.evidence import significance as sig
+from autotune.evidence.drift import Trend, steadied
 from autotune.evidence.members import differing
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import trial_summary
 from autotune.study.objective import directions
+from autotune.study.record import measured_at
 from autotune.study.space import settings_key
 
 log = logging.getLogger(__name__)
@@ -481,16 +485,37 @@ def pooled_values(
     return [t.values[0] for t in _pooled(studies, settings)]
 
 
-def searched_values(studies: st.Studies, settings: Mapping[str, Any]) -> list[float]:
+def searched_values(studies: st.Studies, settings: Mapping[str, Any],
+                    steady: Trend | None = None) -> list[float]:
     """A configuration's search measurements of the first objective, in trial order (in a
     pool, not a differing member's): what may rule a candidate out, never in
-    (``significance.judge``)."""
+    (``significance.judge``); scaled by ``steady`` when given (``steadiness``)."""
     mine = comparable(studies.reference.get_trials(deepcopy=False,
                                                     states=[TrialState.COMPLETE]))
     key = settings_key(settings)
-    return [t.values[0] for t in studies.search.get_trials(deepcopy=False,
-                                                           states=[TrialState.COMPLETE])
+    return [_value(t, steady) for t in studies.search.get_trials(deepcopy=False,
+                                                                 states=[TrialState.COMPLETE])
             if t.values and settings_key(t.params) == key and mine(t)]
+
+
+def steadiness(studies: st.Studies) -> Trend | None:
+    """The baseline's trend in time when its runs drifted between its repeats and its
+    interleaved runs, as the report finds it (``autotune.evidence.drift.steadied``): a look
+    judges every run scaled by it, as the report will. None when they did not."""
+    runs = _pooled(studies, None)
+    timed = [(t.user_attrs.get("kind") == TrialKind.BASELINE,
+              measured_at(t.user_attrs.get("record") or {}), t.values[0]) for t in runs]
+    _, steady = steadied([(at, v) for repeat, at, v in timed if repeat],
+                         [(at, v) for repeat, at, v in timed if not repeat])
+    return steady
+
+
+def _value(t: FrozenTrial, steady: Trend | None) -> float:
+    """A trial's first objective, scaled by ``steady`` when it has one and a time (as
+    ``autotune.report.summarize`` scales a row)."""
+    at = measured_at(t.user_attrs.get("record") or {})
+    value = float(t.values[0])
+    return value if steady is None or at is None else steady.scale(at, value)
 
 
 def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
@@ -524,12 +549,13 @@ def _ranked(
     baseline's. A candidate with a run that violated a constraint is left out: the report never
     adopts it, so it must not lead (nor be the runner-up) a look."""
     direction = directions(exp)[0]
+    steady = steadiness(studies)
     trials = {p.trial: _pooled(studies, p.settings) for p in candidates}
-    values = {n: [t.values[0] for t in ts] for n, ts in trials.items()}
+    values = {n: [_value(t, steady) for t in ts] for n, ts in trials.items()}
     ranked = sorted((p for p in candidates if trials[p.trial]
                      and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
                     key=lambda p: (*sig.rank_key(values[p.trial], direction), p.trial))
-    return ranked, values, pooled_values(studies, None)
+    return ranked, values, [_value(t, steady) for t in _pooled(studies, None)]
 
 
 def sequential_round(
@@ -553,16 +579,18 @@ def sequential_round(
         return []
     best, metric = ranked[0], exp.goals[0].label
     runner_up = ranked[1] if len(ranked) > 1 else None
+    steady = steadiness(studies)
     pending = undecided(values[best.trial], baseline,
                         None if runner_up is None else values[runner_up.trial],
                         levels=levels, metric=metric, direction=direction,
-                        searched=(searched_values(studies, best.settings),
+                        searched=(searched_values(studies, best.settings, steady),
                                   () if runner_up is None
-                                  else searched_values(studies, runner_up.settings)))
+                                  else searched_values(studies, runner_up.settings, steady)))
     if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
                  levels.interim * 100, sig.describe(sig.judge(
-                     values[best.trial], searched_values(studies, best.settings), baseline,
+                     values[best.trial], searched_values(studies, best.settings, steady),
+                     baseline,
                      metric=metric, direction=direction, confidence=levels.interim,
                      min_runs=MIN_RUNS)))
         return []
@@ -600,7 +628,8 @@ def adaptive_round(
     todo: list[tuple[int | str, dict[str, Setting]]] = []
     if len(ranked) > 1 and unresolved(values[best.trial], values[ranked[1].trial]):
         todo.append((ranked[1].trial, ranked[1].settings))
-    if sig.judge(values[best.trial], searched_values(studies, best.settings), baseline,
+    if sig.judge(values[best.trial], searched_values(studies, best.settings,
+                                                     steadiness(studies)), baseline,
                  metric=metric, direction=direction, confidence=level,
                  min_runs=2).outcome == "unclear":
         todo.append((BASELINE, exp.baseline_settings()))

@@ -113,6 +113,16 @@ class EarlyRead:
                          "unavailable": self.unavailable, "verdict": self.verdict})
 
 
+def measured_at(record: Mapping[str, Any]) -> float | None:
+    """When a stored trial's measurement ended, epoch seconds: its start plus its duration (the
+    window closes just before the trial ends; ``autotune.evidence.drift`` puts runs on a time
+    line with it), or None for a record without a start."""
+    started, seconds = record.get("started"), record.get("seconds")
+    if not isinstance(started, int | float):
+        return None
+    return float(started) + (float(seconds) if isinstance(seconds, int | float) else 0.0)
+
+
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
