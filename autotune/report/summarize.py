@@ -296,8 +296,9 @@ _UNSCALED = (". The runs are judged as measured, so a verdict that mixes early a
 
 
 def _scaled(r: TrialRow, steady: Trend) -> TrialRow:
-    """``r`` with its primary value scaled by the trend (the drift is measured on it alone); a
-    run without a time (recorded by an older autotune) is left as measured."""
+    """``r`` with its primary value scaled by the trend (the drift is measured on it alone:
+    other objectives, the metrics and the trial table stay as measured); a run without a time
+    (recorded by an older autotune) is left as measured."""
     if r.at is None or not r.values:
         return r
     return replace(r, values=(steady.scale(r.at, r.values[0]), *r.values[1:]))
@@ -321,9 +322,12 @@ def _evidence(
     # A host that drifted between the baseline's two groups biases evidence that mixes early
     # and late runs (autotune.evidence.drift): every run is then scaled by the baseline's trend
     # in time to what it would have read at the end, and the note and the reason say so.
+    # Only a verdict on confirmation runs is scaled: the search-only fallback below compares
+    # search trials with the repeats and says nothing of drift.
     shift, steady = steadied([(r.at, r.values[0]) for r in repeats if r.values],
                              [(r.at, r.values[0]) for r in confirmed_baseline if r.values])
-    if steady is not None:
+    confirming = any(r.kind == TrialKind.CONFIRM and r.candidate != BASELINE for r in done)
+    if steady is not None and confirming:
         done = [_scaled(r, steady) for r in done]
         repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}

@@ -3,12 +3,14 @@ note and in the verdict's reason."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
 
 from autotune.evidence.drift import drift, trend
 from autotune.report import build_report
+from autotune.study import confirm as confirm_module
 from autotune.study.confirm import (
     BASELINE,
     CONFIDENCE_ATTR,
@@ -105,6 +107,10 @@ def test_a_look_judges_the_drifted_runs_as_the_report_does(tmp_path: Path) -> No
     assert levels.interim < 1.0  # the look after round 3 may decide
     assert sequential_round(bld.exp, bld.studies, picks, levels) == []
     assert build_report(bld.exp, bld.studies).verdict == "adopt"
+    # The same look on the runs as measured does not stop: the scaling is what decided it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(confirm_module, "steadiness", lambda studies: None)
+        assert sequential_round(bld.exp, bld.studies, picks, levels) != []
 
 
 def test_a_host_getting_faster_does_not_make_an_equal_candidate_better(tmp_path: Path) -> None:
@@ -168,6 +174,27 @@ def test_a_trend_without_drift_called_is_judged_as_measured(tmp_path: Path) -> N
     assert drift(before, interleaved) is None
     report = build_report(bld.exp, bld.studies)
     assert "trend" not in report.reason and "trend" not in report.evidence_note
+    best = report.candidates[0].comparisons[0]
+    assert best.candidate_median == 10.8  # the runs as measured
+    assert best.baseline_median == statistics.median([*before, *interleaved])
+
+
+def test_a_search_only_verdict_is_not_scaled(tmp_path: Path) -> None:
+    # The baseline drifted, but every confirmation run of the candidate failed: the verdict
+    # falls back to the search trial against the repeats, which it compares as measured (its
+    # note says nothing of drift, so nothing may be scaled behind it).
+    bld = Builder(builder_experiment(), tmp_path)
+    base, one = bld.exp.baseline_settings(), {"GOMAXPROCS": 2, "GOGC": 400}
+    for v in DEMO_BEFORE:
+        bld.add("reference", "baseline", base, m(v))
+    bld.add("search", "search", one, m(3.0))
+    for r, v in enumerate(DEMO_INTERLEAVED, start=1):
+        bld.add("reference", "confirm", base, m(v), candidate=BASELINE, round=r)
+        bld.add("reference", "confirm", one, None, candidate=0, round=r, failure="broke")
+    report = build_report(bld.exp, bld.studies)
+    assert report.evidence_note.startswith("search only")
+    assert report.candidates[0].comparisons[0].baseline_median == statistics.median(DEMO_BEFORE)
+    assert "trend" not in report.reason
 
 
 def test_without_drift_nothing_is_said(tmp_path: Path) -> None:
