@@ -244,24 +244,28 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _confirm_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--top", type=_positive, default=3, help="candidates to confirm (default 3)")
+    p.add_argument("--top", type=_positive, default=3,
+                   help="candidates to confirm (default 3; each is judged at 1 - 5%%/k, so from "
+                        "5 on, 3 runs against 6 cannot pass the exact rank test and a warning "
+                        "says the confirmation cannot adopt)")
     p.add_argument("--repeats", type=_positive, default=3,
                    help="confirmation rounds, at most: the first measures every candidate and "
                         "the baseline in a shuffled order, each later one the best and what is "
                         "not yet decided (the baseline, the runner-up). A candidate is judged "
                         "on its confirmation runs alone (the search run that chose it flatters "
                         "it) and ADOPT needs 3 of them, so fewer rounds can only KEEP or say "
-                        "INCONCLUSIVE (a warning says so); with 4 or more a look may stop early "
-                        "(the early looks that can decide share 1%% of the 5%% error rate, "
-                        "the verdict gets 4%%; with the default 3 none can when tonight's "
-                        "candidates have no earlier confirmation runs, and the verdict gets "
-                        "all 5%%). The report adopts if any candidate is better, so each "
-                        "of the k candidates with confirmation runs (every night's) is judged "
-                        "at 1 - 5%%/k (98.33%% each for 3; 1 - 4%%/k after early looks; "
-                        "Bonferroni). Once the best (by the mean of its runs) is "
-                        "better than the baseline, the runner-up is not measured again "
-                        "(default 3; with --fixed exactly that many rounds of every candidate, "
-                        "2 runs a side enough to adopt)")
+                        "INCONCLUSIVE (a warning says so); with 5 or more a look may stop early "
+                        "(an early look needs 4 runs of the leader; the early looks that can "
+                        "decide share 1%% of the 5%% error rate, the verdict gets 4%%; with the "
+                        "default 3 none can when tonight's candidates have no earlier "
+                        "confirmation runs, and the verdict gets all 5%%). The report adopts "
+                        "if any candidate is better, so each of the k candidates with "
+                        "confirmation runs (every night's) is judged at 1 - 5%%/k (98.33%% each "
+                        "for 3; 1 - 4%%/k after early looks; Bonferroni), and 'better' needs an "
+                        "exact rank test at that level: at 3 runs against 6, every candidate "
+                        "run better than every baseline run. Once the best (by the mean of its "
+                        "runs) is better than the baseline, the runner-up is not measured again "
+                        "(default 3; with --fixed exactly that many rounds of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds, each of k candidates "
                         "judged at 1 - 5%%/k, then --extra adaptive runs (the procedure before "

@@ -16,9 +16,10 @@ default verdict (98.33%), with 3 confirmation runs against the baseline's 6, und
   6 log runs differs from 0 at that two-sided p (Student's t, 4 degrees of freedom);
 - ``always``: scaled whatever the slope.
 
-``gate`` is how often each rule scales. With ``gain`` 0 every "better" is wrong (the share each
-of 3 candidates may have is 0.83%: the bootstrap at 3 vs 6 runs overshoots it, as measured in
-docs/measurements/null-2026-12-04.txt).
+``gate`` is how often each rule scales. With ``gain`` 0 every "better" is wrong (each of 3
+candidates may have 1.67% since the exact rank test of 2026-12-04 (d), which at 3 vs 6 runs
+holds it; 0.83% and the bootstrap alone, which overshot it, when these rows were measured:
+docs/measurements/drift-2026-12-04c.txt).
 
     .venv/bin/python benchmarks/bench_drift.py [--sims 500]
 

@@ -168,7 +168,8 @@ def main() -> None:
           f"(search value pooled, each candidate at {split.verdict:.0%}) / now (confirmation "
           f"runs, each at {sig.each_of(split.verdict, 3):.2%}):")
     scenarios = (((), "nothing differs"), ((0.15,), "one of 7 truly 15% better"),
-                 ((0.18, 0.15, 0.12, 0.10, 0.05), "five better by 5-18%"))
+                 ((0.18, 0.15, 0.12, 0.10, 0.05), "five better by 5-18%"),
+                 ((0.30,), "one of 7 truly 30% better"))
     for gains, label in scenarios:
         for noise in (0.1, 0.2, 0.3):
             before = confirmation_false_adopt(split, noise, args.sims, rng, gains=gains,
@@ -181,8 +182,9 @@ def main() -> None:
             row = [confirmation_false_adopt(split, noise, args.sims, rng, gains=gains, top=t)
                    for t in (1, 2, 3)]
             print(f"  {label:28} sigma {noise:.1f}: " + " / ".join(f"{r:.3f}" for r in row))
-    # Since 2026-12-04 (b): the looks of the default 3 rounds cannot decide (fewer than MIN_RUNS
-    # runs of the leader), so they spend nothing and the verdict is 95% (98.33% each of 3).
+    # Since 2026-12-04 (b): the looks of the default 3 rounds cannot decide (fewer than
+    # LOOK_RUNS runs of the leader), so they spend nothing and the verdict is 95% (98.33% each
+    # of 3).
     # Both columns draw the same simulations (one generator seeded per cell).
     product = look_levels(3, silent_looks(3, 0))
     print(f"the whole confirmation, each of 3 candidates at {sig.each_of(split.verdict, 3):.2%} "

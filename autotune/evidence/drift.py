@@ -30,9 +30,12 @@ the search and in the confirmation rounds while it is undecided, so a candidate'
 baseline's last one is scaled by extending the line. The note and the reason say so, with the
 rate per 10 minutes. It assumes the host drifted steadily and alike for every configuration and
 pool member; a step (a neighbour arriving between two rounds) fits the line only roughly. The
-line is fitted to the very runs it scales and its own uncertainty is not in the interval: with a
-host drifting 20% per run and nothing differing, the replay adopted wrongly in 12 and 19 of 200
-runs (6% and 9.5%; 7.5% without drift).
+line is fitted to the very runs it scales and its own uncertainty is not in the interval, so a
+"better" on scaled runs is not held to its level the way the exact rank test holds one on runs
+as measured (``significance.separation_p``): with nothing differing and no drift, 7 of the 10
+wrong ADOPTs in 200 replayed runs followed a chance drift call (every interleaved baseline run
+outside the repeats' range, 1 run in 10 at 3 vs 3), whose line lifts the early repeats to the
+late ones' level; on a host getting 20% faster, 16 of 200 (docs/measurements/exact-2026-12-04.txt).
 
 Priced on the whole-run replay (docs/measurements/drift-2026-12-04c.txt, 100 seeds a grid,
 against the runs as measured): with a host slowing 20% per run the demo grids' correct verdicts
@@ -42,6 +45,12 @@ gains that drift inflated, lose up to 7 points (inventory 98% -> 91%). Without d
 verdict in 100 on four of the eight grids, and wrong ADOPTs when nothing differs rise from 13 to
 15 of 200 (5 to 6 of 100 at less noise): drift is called by chance in a few runs, and scaling
 then follows a line fitted to noise.
+
+Holding a scaled "better" at both ends of the slope's 95% interval (Student's t on the line's
+residuals) was priced the same night (exact-2026-12-04.txt): wrong ADOPTs with nothing differing
+10 -> 7 of 200, but with a host slowing 20% per run the demo grid 12-03 fell to 28% correct and
+the outside inventory service to 71% (two clusters of 3 noisy runs bound a slope loosely), so it
+was not taken.
 
 Scaling whenever the line's slope is clear (p < 0.2), not only when drift is called, recovers
 more under drift in simulation (benchmarks/bench_drift.py) and on the replay (12-03d 70% at

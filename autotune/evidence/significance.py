@@ -8,16 +8,15 @@ defaults often alternate between a good and a bad phase).
 
 Its 95% confidence interval is a **percentile bootstrap**: each group is resampled with
 replacement independently (``RESAMPLES`` = 10000 times, NumPy's PCG64 seeded by ``seed``), the
-statistic is computed per resample, and the 2.5th and 97.5th percentiles bound it. No rank test:
-the bootstrap gives the interval for the effect size the report states, not only a p-value. With
-3 repeats per side the median of a resample can only be one of the observed values, so the
-interval is close to "worst candidate repeat vs best baseline repeat": adopting then requires
-every candidate repeat to beat every baseline repeat, which for 3 vs 3 is the exact one-sided
-Mann-Whitney test at p = 0.05.
+statistic is computed per resample, and the 2.5th and 97.5th percentiles bound it. It gives the
+interval for the effect size the report states; a rank test (below, "Exact") holds its "better"
+to its level.
 
 Outcome of one comparison (``margin`` is 0 for confirmation runs):
 
-- ``better``: the whole interval is above ``margin`` (low > margin);
+- ``better``: the whole interval is above ``margin`` (low > margin), on at least ``min_runs``
+  runs a side, **and** the runs separate: the exact rank test (below, "Exact") gives
+  p <= 1 - confidence;
 - ``not better``: the interval excludes any improvement of ``PRACTICAL`` (5%) or more
   (high < PRACTICAL) -- this covers an interval entirely on the "no better" side and one that
   straddles zero but is too narrow to hide a worthwhile gain;
@@ -60,10 +59,27 @@ them is wrongly called better is then at most what one would have, whatever thei
 Measured before it was adopted: with 3 candidates and no selection, judging each at the
 family's level adopted wrongly 9.7% of the time
 (docs/measurements/null-confirmation-2026-12-04.txt).
-Nominal only at 3 runs a side: there "better" means every candidate run beats every baseline
-run, which happens by chance with probability 1 / C(9, 3) = 1.2% at 3 vs 6, above the 0.83%
-one-sided share 98.33% (each of 3 at the default 95%) stands for; the whole confirmation
-measured 4-6% when nothing differs.
+
+**Exact** (``separation_p``, since 2026-12-04 (d)). The percentile bootstrap of medians is
+coarse at 2-6 runs a side and not conservative: at 2 vs 5 it called "better" at 98.33% whenever
+both candidate runs beat every baseline run, which happens by chance with probability
+1 / C(7, 2) = 4.8%, and the whole product replayed with nothing differing adopted in 7.5% of
+runs (15 of 200, docs/measurements/drift-2026-12-04c.txt). So "better" also needs the one-sided
+Wilcoxon rank-sum (Mann-Whitney) test, counted exactly over every way to split the pooled runs,
+at p <= 1 - confidence: a wrong "better" then has probability at most 1 - confidence whatever
+the runs' distribution (heavy tails included), when every run of both groups is exchangeable
+(nothing differs, no drift) and the number of runs was fixed before they were measured (the
+default confirmation: 3 rounds, the baseline in each). Re-testing as runs arrive (``--fixed``'s
+adaptive rounds, looks from 5 rounds on) is held only by the Bonferroni split over the looks
+that spend, and adaptive rounds spend none: there it is not exact. The whole two-sided alpha
+goes to this one side: a wrong "better" is the error that changes production; "not better"
+stays the bootstrap's upper end. At 3 candidate runs against 6 baseline runs (the default
+confirmation) "better" at 98.33% (each of 3 candidates at 95%) means every candidate run beats
+every baseline run: 1 / C(9, 3) = 1.2%, under the 1.67% each candidate holds, so any wrong
+"better" among the 3 stays under 5%. It can never be called on fewer runs than make the smallest
+p-value, 1 / C(n + m, n), reach the level (3 vs 3 at 95%: 5%, just; 2 vs 5 at 98.33%: never;
+``autotune.study.confirm.confirm`` warns of a plan that cannot adopt). Replayed on the whole
+product: docs/measurements/exact-2026-12-04.txt.
 """
 
 from __future__ import annotations
@@ -95,8 +111,15 @@ says what such a number means instead: either the difference sits too close to t
 settle, or one or a few runs far from the rest blew the interval open (the 1/sqrt(n) rule
 assumes a spread that shrinks smoothly with n). One throttled 10 s window at 86 ms among 4-5 ms
 gave -1357% .. +33% and "about 11228 repeats" (docs/measurements/demo-2026-12-03b.txt)."""
+_ROUNDING = 1e-9
+"""A p-value exactly at the level passes: 1 - 0.95 is 0.05000000000000004 in floats, 1 - 0.99
+is 0.010000000000000009, and 1/120 at 1 - 1/120 must not fail on the last bit."""
+EXACT_UP_TO = 40
+"""Values (both groups) up to which ``separation_p`` counts exactly; beyond, the normal
+approximation (a confirmation holds 9-15)."""
 METHOD = (f"percentile bootstrap ({RESAMPLES} resamples, each group resampled independently) "
-          f"of the relative improvement of the median; {CONFIDENCE:.0%} interval")
+          f"of the relative improvement of the median; {CONFIDENCE:.0%} interval; 'better' "
+          "also needs the exact one-sided rank-sum test at p <= 1 - the interval's level")
 
 
 @dataclass(frozen=True)
@@ -123,6 +146,10 @@ class Comparison:
     with_search: int = 0
     """Search measurements among the candidate's values (``judge``: only in a "not better"
     call, which they can only make harder)."""
+    separation: float | None = None
+    """The exact rank test's one-sided p-value (``separation_p``); None for borrowed noise,
+    fewer than 2 values a side or a baseline median of 0. "Better" needs it at most
+    ``1 - confidence``."""
 
 
 def compare(
@@ -167,10 +194,13 @@ def compare(
         return replace(base, improvement=r)
     tail = (1 - confidence) / 2 * 100
     low, high = (float(x) for x in np.percentile(rel, [tail, 100 - tail]))
+    p = None if borrowed else separation_p(c, b, direction=direction, margin=margin)
     outcome: Outcome
-    if low > margin and min(len(c), len(b)) >= min_runs:
+    if (low > margin and min(len(c), len(b)) >= min_runs
+            and (p is None or p <= 1 - confidence + _ROUNDING)):
         # Below min_runs a side the interval is narrower than the noise it comes from: too
-        # little to adopt on (it may still show that a candidate is no better).
+        # little to adopt on (it may still show that a candidate is no better). The rank test
+        # holds "better" to its level exactly (module docstring, "Exact").
         outcome = "better"
     elif high < practical:
         outcome = "not better"
@@ -179,7 +209,78 @@ def compare(
     needed = (_repeats_needed(r, (high - low) / 2, min(len(c), len(b)), practical)
               if outcome == "unclear" else None)
     return replace(base, improvement=r, low=low, high=high, outcome=outcome,
-                    repeats_needed=needed)
+                    repeats_needed=needed, separation=p)
+
+
+def separation_p(
+    candidate: Sequence[float] | np.ndarray, baseline: Sequence[float] | np.ndarray, *,
+    direction: Direction, margin: float = 0.0,
+) -> float:
+    """How often runs drawn from one distribution separate at least this well: the exact
+    one-sided p-value of the Wilcoxon rank-sum (Mann-Whitney) test that the candidate is better
+    than the baseline by more than ``margin`` (module docstring, "Exact"). Pure.
+
+    The baseline's values are first moved by ``margin`` towards the candidate's better side
+    (``b * (1 -+ margin)``), then every value of both groups is ranked, better ranked higher
+    (ties share their mid-rank). The p-value is the share of the C(n + m, n) ways to pick ``n``
+    of the pooled values whose rank sum is at least the candidate's: exact when every run of
+    both groups is exchangeable (nothing differs), whatever the distribution, heavy tails
+    included. Counted by dynamic programming over doubled ranks (integers); beyond
+    ``EXACT_UP_TO`` values the normal approximation."""
+    c = np.asarray(candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    n, m = len(c), len(b)
+    if n == 0 or m == 0:
+        raise ValueError("both groups need at least one value")
+    shifted = b - margin * np.abs(b) if direction == "minimize" else b + margin * np.abs(b)
+    pooled = np.concatenate([c, shifted])
+    # Better ranked higher: the lowest value when minimizing.
+    key = -pooled if direction == "minimize" else pooled
+    doubled = _doubled_ranks(key)
+    observed = int(doubled[:n].sum())
+    if n + m > EXACT_UP_TO:
+        return _normal_p(doubled, n, observed)
+    top = int(doubled.sum())
+    # ways[k][s]: subsets of k values whose doubled ranks sum to s (floats: C(40, 20) ~ 1e11,
+    # and a p-value needs no more than float precision).
+    ways = np.zeros((n + 1, top + 1))
+    ways[0, 0] = 1.0
+    for rank in doubled:
+        r = int(rank)
+        for k in range(n, 0, -1):
+            ways[k, r:] += ways[k - 1, :top + 1 - r]
+    total = float(ways[n].sum())
+    return float(ways[n, observed:].sum()) / total
+
+
+def _normal_p(doubled: np.ndarray, n: int, observed: int) -> float:
+    """The rank sum's normal approximation (tie-corrected variance, continuity correction):
+    beyond ``EXACT_UP_TO`` values, where the exact count would cost more than it tells."""
+    ranks = doubled / 2.0
+    total = len(ranks)
+    mean = n * (total + 1) / 2.0
+    variance = n * (total - n) / total * float(np.var(ranks)) * total / (total - 1)
+    if variance <= 0:
+        return 1.0
+    z = (observed / 2.0 - 0.5 - mean) / math.sqrt(variance)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _doubled_ranks(values: np.ndarray) -> np.ndarray:
+    """2 x the 1-based ranks of ``values``, ascending, ties sharing their mid-rank (an integer
+    once doubled)."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=np.int64)
+    sorted_values = values[order]
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and sorted_values[j + 1] == sorted_values[i]:
+            j += 1
+        # Positions i..j (0-based) tie: their ranks i+1..j+1 average to (i + j + 2) / 2.
+        ranks[order[i:j + 1]] = i + j + 2
+        i = j + 1
+    return ranks
 
 
 def _repeats_needed(r: float, half_width: float, n: int, practical: float) -> int | None:
@@ -343,7 +444,8 @@ def _worse(c: Comparison) -> bool:
 
 
 def describe(c: Comparison) -> str:
-    """``p99 median 0.0107 vs 0.0182 (improvement +41.2%, 95% CI +38.0% .. +44.1%; n=3 vs 3)``."""
+    """``p99 median 0.0107 vs 0.0182 (improvement +41.2%, 95% CI +38.0% .. +44.1%, one-sided
+    rank test p = 0.05 (at most 0.05 to call it better); n=3 vs 3)``."""
     if c.improvement is None:
         return f"{c.metric}: the baseline median is 0, no relative change is defined"
     text = (f"{c.metric} median {c.candidate_median:.4g} vs {c.baseline_median:.4g} "
@@ -352,6 +454,9 @@ def describe(c: Comparison) -> str:
         text += f", {_percent(c.confidence)} CI {c.low:+.1%} .. {c.high:+.1%}"
     else:
         text += ", no interval: fewer than 2 values on a side"
+    if c.separation is not None:
+        text += (f", one-sided rank test p = {c.separation:.2g} "
+                 f"(at most {1 - c.confidence:.2g} to call it better)")
     n = f"{c.n_candidate}{' (noise borrowed from the baseline)' if c.borrowed_noise else ''}"
     if c.with_search:
         n = (f"{c.n_candidate} ({c.n_candidate - c.with_search} confirmation run(s) + "
@@ -376,6 +481,10 @@ def _adopt_reason(e: Evidence, confirmed: bool) -> str:
 def _unclear_reason(e: Evidence, confirmed: bool) -> str:
     c = e.comparisons[0]
     text = f"too noisy to decide: {e.id}: {describe(c)}"
+    if (c.low is not None and c.low > 0 and c.separation is not None
+            and c.separation > 1 - c.confidence + _ROUNDING):
+        text += ("; the interval clears 0 but the runs overlap too much for the rank test "
+                 "(module autotune.evidence.significance, \"Exact\")")
     if c.repeats_needed is None:
         more = "at least 2 repeats per configuration are needed to estimate the noise"
     elif c.repeats_needed > MANY_REPEATS:

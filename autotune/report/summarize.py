@@ -50,6 +50,7 @@ from autotune.study.confirm import (
     BASELINE,
     CONFIDENCE_ATTR,
     LOOK_CONFIDENCE_ATTR,
+    LOOK_RUNS,
     MIN_RUNS,
     RULE,
     RULE_ATTR,
@@ -72,6 +73,12 @@ OLD_RULE_NOTE = (
 """Appended to the evidence note of a study confirmed before ``RULE_ATTR`` was recorded. The
 rule changed at 2026-12-04 13:17 UTC and the attr came later that day: a study confirmed in
 between was judged by today's rule but cannot be told apart, hence the "if"."""
+
+BOOTSTRAP_RULE_NOTE = (
+    ". This study was confirmed by an autotune that called a candidate better on the bootstrap "
+    "interval alone (before 2026-12-04's exact rank test); this report also requires the rank "
+    "test, so its verdict may differ from the one reported then")
+"""Appended to the evidence note of a study confirmed under ``RULE`` 2 (the bootstrap alone)."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,9 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     # significance.typical); search-only ones by their median.
     by_mean = evidence == "confirmation"
     # Re-reporting a study confirmed under the old rule can change its verdict: say so.
-    note = judged.note + (OLD_RULE_NOTE if by_mean and data.attrs.get(RULE_ATTR) != RULE
-                          else "")
+    rule = data.attrs.get(RULE_ATTR)
+    note = judged.note + ("" if not by_mean or rule == RULE
+                          else BOOTSTRAP_RULE_NOTE if rule == 2 else OLD_RULE_NOTE)
     candidates = tuple(sorted(judged.candidates, key=lambda c: _rank(c, objectives[0], by_mean)))
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
@@ -198,15 +206,14 @@ def _method(sequential: bool, confidence: float, interim: Any, judged: int) -> s
         text += f"; sequential confirmation: the verdict holds at {confidence:.2%}"
         if interim is not None:
             text += (f"; the earlier looks, which may stop it, at {float(interim):.2%} each (a "
-                     "nominal 5% error rate over all of them, Bonferroni)")
+                     "5% error rate over all of them, Bonferroni)")
         elif confidence == sig.CONFIDENCE:
             text += (" (no earlier look spent any of it: none could decide before the leader "
-                     f"had {MIN_RUNS} confirmation runs)")
+                     f"had {LOOK_RUNS} confirmation runs)")
     if judged > 1:
         text += (f"; {judged} candidates, each judged at "
                  f"{sig.each_of(confidence, judged):.2%} so that any wrong 'better' among them "
-                 f"stays nominally within {1 - confidence:.0%} (Bonferroni; at 3 runs a side the "
-                 "bootstrap overshoots its level a little)")
+                 f"stays within {1 - confidence:.0%} (Bonferroni over the exact rank tests)")
     return text
 
 

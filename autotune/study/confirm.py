@@ -26,7 +26,8 @@ measures the top candidates and the baseline, shuffled; after each round the evi
 at with the interval the report computes: the best candidate (best mean over its confirmation
 runs, as the report chooses among candidates: ``significance.typical``) against the baseline,
 and against the runner-up. A comparison is decided when its interval says "better" (low > 0) or
-"equivalent within PRACTICAL" (high < 5%), on at least ``MIN_RUNS`` runs a side. Confirmation
+"equivalent within PRACTICAL" (high < 5%), on at least ``LOOK_RUNS`` runs of the best ("better"
+also needs the exact rank test: ``significance.separation_p``). Confirmation
 stops when the best is decided "better" than the baseline (the report then adopts it, whatever
 the runner-up), or when both comparisons are decided (``undecided``); otherwise the next round
 measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
@@ -45,11 +46,12 @@ look judges every run scaled by the baseline's trend in time, as the report does
 Its error rate under repeated looks and several candidates, and the limits of that claim. The
 looks spend alpha = 5% unequally (``look_levels``): the looks that may stop the confirmation
 early share ``INTERIM_ALPHA`` = 1% equally, and the verdict gets the other 4% (a 96% interval).
-A look that *cannot* decide spends nothing (``silent_looks``): with ``MIN_RUNS`` = 3
-confirmation runs needed to call "better", the looks after rounds 1 and 2 of a candidate with no
-earlier run see at most 2 runs of it, so the default 3 rounds have no early look that decides,
-and the verdict gets the whole 5% (95%, as one fixed look; 96% from 4 rounds on, or when
-tonight's candidates already hold runs from an earlier night). Which looks are silent depends
+A look that *cannot* decide spends nothing (``silent_looks``): an early look needs
+``LOOK_RUNS`` = 4 runs of the leader (at 1% or less the exact rank test cannot call "better" on
+3 runs against 6), so with a candidate with no earlier run the looks after rounds 1 to 3 cannot
+decide, the default 3 rounds (and ``--repeats 4``) have no early look that decides, and the
+verdict gets the whole 5% (95%, as one fixed look; 96% from 5 rounds on, or when tonight's
+candidates already hold runs from an earlier night). Which looks are silent depends
 only on the runs held before tonight's first round, so the split is fixed in advance. The
 report adopts if any of the ``k`` candidates it judges is called better, so each is judged at
 ``significance.each_of(level, k)`` (98.33% each for 3 candidates at the default verdict):
@@ -59,18 +61,22 @@ lowers either; ``k`` is counted from the runs (a study continued over nights jud
 night's candidates). An early look stops only when the report, judging at the verdict's level,
 would make the call the look made, for the best and the runner-up against the baseline
 (``undecided``). By Bonferroni's inequality a wrong candidate-vs-baseline call at any look has
-probability at most alpha (a wrong "better", one side of each two-sided interval, at most
-alpha / 2), for any split and whatever the dependence between looks and candidates. Why most of
-it at the end: a strict constant level at the early looks and nearly the nominal one at the last
-is the Haybittle-Peto shape. That bound is nominal: at 3 to 6 runs a side the percentile
-bootstrap of medians is coarse and not conservative (at 3 vs 6 "better" means every run beats
-every run, which happens with probability 1 / C(9, 3) = 1.2% when nothing differs, above the
-0.83% one-sided share of each of 3 candidates). Simulated with nothing differing
-(``benchmarks/bench_significance.py``, docs/measurements/null-2026-12-04.txt and
-looks-2026-12-04.txt): the whole confirmation, 3 of 7 search values confirmed, adopts wrongly in
-4.4-6.0% of runs at noise sigma 0.1-0.3 (12.7-19.7% when the search value was pooled and each
-candidate judged at the family's level); the whole product replayed with every configuration
-alike (``whole_run --null``), 5-6.5%. ``k`` only grows over nights: a study continued night after
+probability at most alpha, for any split and whatever the dependence between looks and
+candidates. Why most of it at the end: a strict constant level at the early looks and nearly the
+nominal one at the last is the Haybittle-Peto shape. For a wrong "better" (the call that changes
+production) the bound is exact for the default schedule, not nominal: "better" needs the exact
+one-sided rank-sum test at p <= 1 - the call's level (``significance.separation_p``), so when
+nothing differs, the runs are exchangeable (no drift) and their number is fixed in advance (3
+rounds; ``--fixed``'s adaptive rounds re-test at one level and are not exact) each candidate's
+wrong "better" has at most its share (at 3 runs
+against 6, 1 / C(9, 3) = 1.2% against each of 3 candidates' 1.67%), whatever the runs'
+distribution. The percentile bootstrap alone overshot at 3-6 runs a side. Simulated with nothing
+differing (``benchmarks/bench_significance.py``; docs/measurements/exact-2026-12-04.txt): the
+whole confirmation, 3 of 7 search values confirmed, adopts wrongly in 2.9-3.3% of runs at noise
+sigma 0.1-0.3 (4.4-6.0% on the bootstrap alone; 12.7-19.7% when the search value was pooled and
+each candidate judged at the family's level); the whole product replayed with every
+configuration alike (``whole_run --null``), 4-5% (a chance drift call and its scaling, which is
+not exact, make most of the rest). ``k`` only grows over nights: a study continued night after
 night gets harder to adopt from, and a report re-made on night 2 may call night 1's candidate
 unclear.
 
@@ -80,6 +86,7 @@ The runner-up comparison only decides when to stop measuring, not the verdict.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -120,11 +127,25 @@ confirmed before 2026-12-04, when a candidate's search measurement counted as ev
 and each candidate was judged at the family's level: the report, judging by today's rule, says
 that a report made then may have given another verdict on the same runs."""
 
-RULE = 2
-"""Confirmation runs alone for "better", Bonferroni over the candidates (module docstring)."""
+RULE = 3
+"""Confirmation runs alone for "better", Bonferroni over the candidates (module docstring), and
+"better" held to its level by the exact rank test (``significance.separation_p``; 3 since
+2026-12-04 (d), 2 before)."""
 
 MIN_RUNS = 3
-"""Runs a side before a look (and the report) may call "better": three confirmation runs."""
+"""Runs a side before the report may call "better": three confirmation runs."""
+
+LOOK_RUNS = MIN_RUNS + 1
+"""Runs of the leader before an early look may decide. An early look holds at most
+``INTERIM_ALPHA`` = 1%, and "better" needs the exact rank test at that level
+(``significance.separation_p``): 3 runs against 6 (3 baseline repeats and one a round) separate
+by chance with probability 1 / C(9, 3) = 1.2%, so a look on 3 runs could never call it; 4
+against 7 do with 0.30%. It is a count, not a computation: with more baseline repeats 3 runs
+might pass at 1% (3 against 7: 0.83%), and with 4 or more candidates (1% / 4 each) or several
+deciding looks a look may spend a share that 4 runs cannot reach; both only make the
+confirmation more careful than it could be, never less. A look on fewer runs does not stop on
+"equivalent" either: a look spends its share on any call, so one that can call only one side
+would still spend it."""
 
 INTERIM_ALPHA = 0.01
 """The share of alpha (of ``1 - significance.CONFIDENCE`` = 5%) the looks before the verdict
@@ -147,7 +168,7 @@ def look_levels(looks: int, silent: int = 0) -> LookLevels:
     probability at most ``1 - significance.CONFIDENCE`` (module docstring). Pure.
 
     ``silent``: how many of the first looks cannot decide whatever the runs say (the leader has
-    fewer than ``MIN_RUNS`` runs there: ``silent_looks``). They spend nothing; when no early
+    fewer than ``LOOK_RUNS`` runs there: ``silent_looks``). They spend nothing; when no early
     look can decide, the verdict gets the whole 5%."""
     if looks < 1:
         raise ValueError("looks must be >= 1")
@@ -164,9 +185,10 @@ def silent_looks(looks: int, prior: int) -> int:
     """How many of the first ``looks - 1`` early looks cannot decide when no candidate has more
     than ``prior`` confirmation runs before this confirmation starts: each round gives a
     configuration at most one run, so after round ``r`` the leader has at most ``prior + r``,
-    and a look with fewer than ``MIN_RUNS`` calls nothing (``undecided``). It depends only on
-    what was measured before tonight's first round, so the split stays fixed in advance. Pure."""
-    return min(max(0, looks - 1), max(0, MIN_RUNS - 1 - prior))
+    and an early look with fewer than ``LOOK_RUNS`` calls nothing (``undecided``). It depends
+    only on what was measured before tonight's first round, so the split stays fixed in
+    advance. Pure."""
+    return min(max(0, looks - 1), max(0, LOOK_RUNS - 1 - prior))
 
 
 def undecided(
@@ -178,8 +200,8 @@ def undecided(
     when the confirmation may stop). Pure.
 
     - The best against the baseline is decided when its interval at ``levels.interim`` says
-      "better" or "equivalent" on at least ``MIN_RUNS`` runs a side (two values a side bootstrap
-      to an interval narrower than the noise they come from), and its interval at
+      "better" or "equivalent" on at least ``LOOK_RUNS`` runs of the best (``silent_looks``),
+      and its interval at
       ``levels.verdict``, the level the report then judges these runs at, says the same: an
       "equivalent" at 99.5% that 96% calls "better" would stop on one call and be reported as
       another, a 4% look the split does not pay for.
@@ -211,7 +233,7 @@ def undecided(
 
     # A look at 100% is one the split gave nothing (``silent_looks``): it never decides.
     call = (against(best, searched[0], levels.interim)
-            if len(best) >= MIN_RUNS and levels.interim < 1.0 else "unclear")
+            if len(best) >= LOOK_RUNS and levels.interim < 1.0 else "unclear")
     todo = ([] if call != "unclear" and call == against(best, searched[0], levels.verdict)
             else [BASELINE])
     # When the best is better the report adopts it (both rank candidates by the mean of every
@@ -417,6 +439,7 @@ def confirm(
             LOOK_CONFIDENCE_ATTR):
         studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
     used = LookLevels(interim=interim, verdict=verdict)
+    _warn_if_no_adopt_possible(reference, schedule.candidates, repeats, verdict)
 
     rounds = 1  # round 1 is the plan's
 
@@ -451,6 +474,32 @@ def confirm(
     # Counted here rather than trusting the runner's count: queued trials already exist when
     # they run, which a "did a new trial appear" count misses.
     return _completed(studies) - before
+
+
+def _warn_if_no_adopt_possible(reference: Sequence[Mapping[str, Any]],
+                               candidates: Sequence[Pick], repeats: int, verdict: float) -> None:
+    """Warn when the planned runs cannot reach the exact rank test's level whatever they read
+    (``significance.separation_p``: its smallest p-value is 1 / C(n + m, n)): e.g. ``--top 5``
+    (each at 99%; 3 runs against 6 give 1.19% at best) or 2 baseline repeats at the default
+    (3 against 5: 1.79% against 1.67%)."""
+    done = [r for r in reference if r["state"] == TrialState.COMPLETE.name]
+    repeated = sum(1 for r in done if r.get("kind") == TrialKind.BASELINE)
+    interleaved = sum(1 for r in done if r.get("kind") == TrialKind.CONFIRM
+                      and r.get("candidate") == BASELINE)
+    runs = _prior_runs(reference, candidates) + repeats
+    baseline = repeated + interleaved + repeats
+    k = max(len(candidates), len({r.get("candidate") for r in done
+                                  if r.get("kind") == TrialKind.CONFIRM
+                                  and r.get("candidate") != BASELINE}))
+    level = 1 - sig.each_of(verdict, k)
+    best = 1 / math.comb(runs + baseline, runs)
+    if runs >= MIN_RUNS and best > level:
+        log.warning("this confirmation cannot adopt: at most %d runs of a candidate against %d "
+                    "of the baseline separate by chance with probability %.2f%% at best, above "
+                    "the %.2f%% each of %d candidates may spend (the exact rank test, "
+                    "significance.separation_p); confirm fewer candidates (--top), more rounds "
+                    "(--repeats) or more baseline repeats", runs, baseline, best * 100,
+                    level * 100, k)
 
 
 def _prior_runs(reference: Sequence[Mapping[str, Any]], candidates: Sequence[Pick]) -> int:

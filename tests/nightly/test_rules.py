@@ -240,6 +240,16 @@ def test_drifted_when_production_is_now_significantly_better() -> None:
     assert "95% CI +" in d.text  # production's improvement over the recommendation, positive
 
 
+def test_a_drift_alert_needs_the_rank_test_too() -> None:
+    # Production's 4 runs read faster and the recommendation's interval lies below 0 (the
+    # bootstrap alone said "drifted", and --fail-on-drift alerted), but one production run
+    # (1.07) is slower than one recommendation run (0.99): the runs overlap, the one-sided rank
+    # test gives p = 4/70 = 5.7% > 5%, so no alert: the same rule as "still best".
+    d = _judge([1.7, 1.34, 1.04, 0.99], [0.87, 1.07, 0.74, 0.94])
+    assert d.comparison is not None and d.comparison.high is not None and d.comparison.high < 0
+    assert d.status == "inconclusive", d.text
+
+
 def test_inconclusive_when_noisy_or_equivalent() -> None:
     assert _judge([5.0, 7.0, 6.0], [6.0, 5.5, 6.6]).status == "inconclusive"
     equivalent = _judge([6.00, 6.01, 6.02], [6.01, 6.00, 6.02])

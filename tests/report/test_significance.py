@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -179,15 +180,15 @@ def test_three_vs_three_adopts_only_complete_separation() -> None:
 
 
 def test_fewer_runs_than_min_runs_decide_nothing() -> None:
-    # Two candidate runs, both below five baseline runs: at 98.33% the bootstrap still calls it
-    # "better" (its bound is max candidate vs min baseline); a sequential confirmation's
-    # verdict needs 3 runs a side, so it stays unclear.
-    candidate, baseline = [1.0, 2.0], [2.1, 2.2, 2.3, 2.4, 2.5]
+    # Two candidate runs, both below eight baseline runs: at 97.5% the bootstrap and the rank
+    # test (1 / C(10, 2) = 2.2%) call it "better"; a sequential confirmation's verdict needs 3
+    # runs a side, so it stays unclear.
+    candidate, baseline = [1.0, 2.0], [2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8]
     loose = sig.compare(candidate, baseline, metric="p99", direction="minimize",
-                        confidence=1 - 0.05 / 3)
+                        confidence=0.975)
     assert loose.outcome == "better"
     strict = sig.compare(candidate, baseline, metric="p99", direction="minimize",
-                         confidence=1 - 0.05 / 3, min_runs=3)
+                         confidence=0.975, min_runs=3)
     assert strict.outcome == "unclear" and strict.improvement == loose.improvement
     # "Not better" needs no minimum: too few runs may not adopt, but may show no gain.
     worse = sig.compare([3.0, 3.1], baseline, metric="p99", direction="minimize",
@@ -225,3 +226,89 @@ def test_decide_chooses_among_better_candidates_by_the_typical_value_when_every_
     # Without it for every candidate (a search-only report), the median gain decides.
     assert sig.decide([one, _ev("#2", 0.4, "better")], confirmed=True).chosen == "#2"
     assert sig.typical([1.0, 2.0, 6.0]) == 3.0
+
+
+def test_the_rank_test_counts_every_split_exactly() -> None:
+    # 3 against 6, every candidate run better: 1 of the C(9, 3) = 84 ways to split the 9 runs.
+    assert sig.separation_p([1, 2, 3], [4, 5, 6, 7, 8, 9],
+                            direction="minimize") == pytest.approx(1 / 84)
+    # One candidate run above two baseline runs: the 4 splits with a rank sum that high.
+    assert sig.separation_p([1, 2, 5], [3, 4, 6, 7, 8, 9],
+                            direction="minimize") == pytest.approx(4 / 84)
+    # Maximizing turns the order; ties share their mid-rank (all equal: every split ties).
+    assert sig.separation_p([9, 8, 7], [1, 2, 3], direction="maximize") == pytest.approx(1 / 20)
+    assert sig.separation_p([1, 1, 1], [1, 1, 1], direction="minimize") == pytest.approx(1.0)
+    # The margin moves the baseline towards the candidate: 5-10% better is not 10% better.
+    assert sig.separation_p([0.9, 0.92, 0.95], [1.0, 1.01, 1.02, 1.03, 1.04, 1.05],
+                            direction="minimize", margin=0.10) > 0.05
+
+
+def test_the_rank_tests_normal_approximation_agrees_beyond_the_exact_count() -> None:
+    rng = np.random.default_rng(3)
+    a, b = list(rng.normal(0, 1, 30)), list(rng.normal(0.5, 1, 25))
+    approx = sig.separation_p(a, b, direction="minimize")
+    # The exact count on the first 20 + 20 (within EXACT_UP_TO) and the approximation on them
+    # agree to a few percent of the p-value.
+    assert 0.0 < approx < 0.1
+    small_a, small_b = a[:20], b[:20]
+    exact = sig.separation_p(small_a, small_b, direction="minimize")
+    doubled = sig._doubled_ranks(-np.asarray([*small_a, *small_b]))
+    normal = sig._normal_p(doubled, 20, int(doubled[:20].sum()))
+    assert normal == pytest.approx(exact, rel=0.1)
+
+
+def test_two_runs_that_beat_five_are_no_longer_called_better_at_a_third_of_five_percent() -> None:
+    # The overshoot the replay showed: at 98.33% the percentile bootstrap of medians called two
+    # candidate runs below five baseline runs "better", which happens by chance 1 / C(7, 2) =
+    # 4.8% of the time when nothing differs, not the 1.67% the level stands for.
+    candidate, baseline = [1.0, 2.0], [2.1, 2.2, 2.3, 2.4, 2.5]
+    c = sig.compare(candidate, baseline, metric="p99", direction="minimize",
+                    confidence=1 - 0.05 / 3)
+    assert c.low is not None and c.low > 0  # the bootstrap alone would call it better
+    assert c.separation == pytest.approx(1 / 21) and c.outcome == "unclear"
+    assert "one-sided rank test p = 0.048 (at most 0.017 to call it better)" in sig.describe(c)
+
+
+def test_when_nothing_differs_better_is_called_at_most_at_its_level() -> None:
+    # Heavy tails (lognormal sigma 0.6, with one run in ten from a distribution 3x slower):
+    # the rank test's error does not depend on the shape. 3 vs 6 at 98.33%, 4000 draws.
+    rng = np.random.default_rng(11)
+    wrong = 0
+    for seed in range(4000):
+        draw = rng.lognormal(0, 0.6, 9) * np.where(rng.random(9) < 0.1, 3.0, 1.0)
+        c = sig.compare(list(draw[:3]), list(draw[3:]), metric="p99", direction="minimize",
+                        confidence=1 - 0.05 / 3, resamples=500, seed=seed)
+        wrong += c.outcome == "better"
+    # At most 1 / 84 = 1.19% (the binomial's 99.9th percentile of 4000 draws at 1.19%: 76).
+    assert wrong / 4000 <= 76 / 4000
+
+
+def _brute_force_p(candidate: list[float], baseline: list[float]) -> float:
+    """Every split of the pooled runs, mid-ranks by hand (lower is better, so rank by -value)."""
+    pooled = [*candidate, *baseline]
+    order = sorted(-v for v in pooled)
+    ranks = [sum(i + 1 for i, o in enumerate(order) if o == -v) / order.count(-v) for v in pooled]
+    observed = sum(ranks[:len(candidate)])
+    sums = [sum(ranks[i] for i in pick)
+            for pick in itertools.combinations(range(len(pooled)), len(candidate))]
+    return sum(s >= observed - 1e-9 for s in sums) / len(sums)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_rank_test_agrees_with_every_split_counted_by_hand_ties_included(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # Values on a coarse grid, so that runs tie within and across the groups.
+    candidate = [float(v) for v in rng.integers(1, 6, 3 + seed % 3)]
+    baseline = [float(v) for v in rng.integers(2, 8, 5 + seed % 2)]
+    assert sig.separation_p(candidate, baseline, direction="minimize") == pytest.approx(
+        _brute_force_p(candidate, baseline))
+
+
+def test_the_rank_tests_margin_moves_the_baseline_when_maximizing_too() -> None:
+    baseline = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05]
+    # 10% more than 1.05 is 1.155: every candidate run is above every moved baseline run.
+    assert sig.separation_p([1.2, 1.25, 1.3], baseline, direction="maximize",
+                            margin=0.10) == pytest.approx(1 / 84)
+    # 20% more than 1.0 is 1.2: the worst candidate run only ties the best moved one.
+    assert sig.separation_p([1.2, 1.25, 1.3], baseline, direction="maximize",
+                            margin=0.20) > 1 / 84

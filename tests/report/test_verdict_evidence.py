@@ -120,6 +120,22 @@ def test_a_study_confirmed_under_the_old_rule_says_its_verdict_may_differ(
     assert before.verdict == today.verdict  # the note does not change the verdict
 
 
+def test_a_study_confirmed_on_the_bootstrap_alone_says_its_verdict_may_differ(
+        tmp_path: Path) -> None:
+    # Rule 2 (before the exact rank test): the note names what changed, in words a reader of
+    # the report knows, and no other rule's note.
+    study = _study(tmp_path / "rule2", [(8.0, [9.5, 9.7, 10.3])])
+    study.studies.search.set_user_attr(RULE_ATTR, 2)
+    report = build_report(study.exp, study.studies)
+    assert ("called a candidate better on the bootstrap interval alone"
+            in report.evidence_note)
+    assert "its verdict may differ from the one reported then" in report.evidence_note
+    assert "did not record its verdict rule" not in report.evidence_note
+    current = _study(tmp_path / "rule3", [(8.0, [9.5, 9.7, 10.3])])
+    assert "bootstrap interval alone" not in build_report(current.exp,
+                                                          current.studies).evidence_note
+
+
 def test_confirm_records_the_rule_it_judged_by(tmp_path: Path) -> None:
     sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
     sim.runner.run(sim.studies, 6)

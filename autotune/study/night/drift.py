@@ -8,10 +8,12 @@ settings in production today") are re-measured against each other in interleaved
 round measures both once, in a shuffled order (``repeats`` rounds, queued before the search, so
 a night cut short still has them); then, while the comparison is unclear, more rounds until
 ``extra`` more runs are spent. Only tonight's drift runs count (older measurements would mask a
-drift). The comparison is the report's: relative improvement of the median, 95% bootstrap CI.
+drift). The comparison is the report's: relative improvement of the median, 95% bootstrap CI,
+and "better" also needs the exact rank test at 5% (``significance.separation_p``).
 
-- **still best**: the recommendation is significantly better than production (CI above 0);
-- **drifted**: production is significantly better than the recommendation (CI below 0);
+- **still best**: the recommendation is significantly better than production;
+- **drifted**: production is significantly better than the recommendation (the same call the
+  other way round: what ``--fail-on-drift`` alerts on is held to the same 5%);
 - **inconclusive**: otherwise (also when they are equivalent within the practical margin).
 
 Skipped, and said so, when there is no earlier recommendation, when it equals the production
@@ -118,8 +120,8 @@ def judge_drift(recommended: Sequence[float], production: Sequence[float], *, me
     if c.outcome == "better":
         return Drift("still best", f"still best: {rec_text} beats production: "
                      f"{sig.describe(c)}", dict(recommendation), c, runs)
-    if c.high is not None and c.high < 0:
-        back = sig.compare(production, recommended, metric=metric, direction=direction)
+    back = sig.compare(production, recommended, metric=metric, direction=direction)
+    if back.outcome == "better":
         return Drift("drifted", f"drifted: production ({settings_text(production_settings)}) "
                      f"is now significantly better than {rec_text}: {sig.describe(back)}",
                      dict(recommendation), c, runs)
