@@ -439,7 +439,8 @@ def confirm(
             LOOK_CONFIDENCE_ATTR):
         studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
     used = LookLevels(interim=interim, verdict=verdict)
-    _warn_if_no_adopt_possible(reference, schedule.candidates, repeats, verdict)
+    _warn_if_no_adopt_possible(studies, _prior_runs(reference, schedule.candidates) + repeats,
+                               len(schedule.candidates), repeats, verdict)
 
     rounds = 1  # round 1 is the plan's
 
@@ -476,21 +477,15 @@ def confirm(
     return _completed(studies) - before
 
 
-def _warn_if_no_adopt_possible(reference: Sequence[Mapping[str, Any]],
-                               candidates: Sequence[Pick], repeats: int, verdict: float) -> None:
+def _warn_if_no_adopt_possible(studies: st.Studies, runs: int, tonight: int, repeats: int,
+                               verdict: float) -> None:
     """Warn when the planned runs cannot reach the exact rank test's level whatever they read
     (``significance.separation_p``: its smallest p-value is 1 / C(n + m, n)): e.g. ``--top 5``
     (each at 99%; 3 runs against 6 give 1.19% at best) or 2 baseline repeats at the default
-    (3 against 5: 1.79% against 1.67%)."""
-    done = [r for r in reference if r["state"] == TrialState.COMPLETE.name]
-    repeated = sum(1 for r in done if r.get("kind") == TrialKind.BASELINE)
-    interleaved = sum(1 for r in done if r.get("kind") == TrialKind.CONFIRM
-                      and r.get("candidate") == BASELINE)
-    runs = _prior_runs(reference, candidates) + repeats
-    baseline = repeated + interleaved + repeats
-    k = max(len(candidates), len({r.get("candidate") for r in done
-                                  if r.get("kind") == TrialKind.CONFIRM
-                                  and r.get("candidate") != BASELINE}))
+    (3 against 5: 1.79% against 1.67%). ``runs``: the most a candidate can hold at the verdict;
+    the baseline's and the candidates' counts are the report's (``pooled_values``, ``judged``)."""
+    baseline = len(pooled_values(studies, None)) + repeats
+    k = max(tonight, judged(studies))
     level = 1 - sig.each_of(verdict, k)
     best = 1 / math.comb(runs + baseline, runs)
     if runs >= MIN_RUNS and best > level:
