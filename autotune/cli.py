@@ -246,10 +246,13 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 def _confirm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=_positive, default=3,
                    help="candidates to confirm (default 3; each is judged at 1 - 5%%/k, so from "
-                        "5 on, 3 runs against 6 cannot pass the exact rank test and a warning "
-                        "says the confirmation cannot adopt)")
+                        "5 on, 3 runs against 6 cannot pass the exact rank test and only the "
+                        "extension round (see --repeats; when no early look can decide) can "
+                        "adopt; from 17 on not even that, and a warning says the confirmation "
+                        "cannot adopt)")
     p.add_argument("--repeats", type=_positive, default=3,
-                   help="confirmation rounds, at most: the first measures every candidate and "
+                   help="confirmation rounds, at most (and perhaps one extension round, below): "
+                        "the first measures every candidate and "
                         "the baseline in a shuffled order, each later one the best and what is "
                         "not yet decided (the baseline, the runner-up). A candidate is judged "
                         "on its confirmation runs alone (the search run that chose it flatters "
@@ -264,8 +267,14 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "for 3; 1 - 4%%/k after early looks; Bonferroni), and 'better' needs an "
                         "exact rank test at that level: at 3 runs against 6, every candidate "
                         "run better than every baseline run. Once the best (by the mean of its "
-                        "runs) is better than the baseline, the runner-up is not measured again "
-                        "(default 3; with --fixed exactly that many rounds of every candidate)")
+                        "runs) is better than the baseline, the runner-up is not measured again. "
+                        "When no early look could decide and the best is left undecided but "
+                        "one more run could still make it better, one more round measures it "
+                        "and the baseline, and it is "
+                        "judged at a stricter level so that both looks together keep its share "
+                        "(3 against 6 at 1.67%%: at 4 against 7 one crossing, a candidate run "
+                        "slower than one baseline run, is allowed, p <= 0.61%%) (default 3; "
+                        "with --fixed exactly that many rounds of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds, each of k candidates "
                         "judged at 1 - 5%%/k, then --extra adaptive runs (the procedure before "

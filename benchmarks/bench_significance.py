@@ -16,7 +16,14 @@ import time
 import numpy as np
 
 from autotune.evidence import significance as sig
-from autotune.study.confirm import MIN_RUNS, LookLevels, look_levels, silent_looks, undecided
+from autotune.study.confirm import (
+    MIN_RUNS,
+    LookLevels,
+    extension_for,
+    look_levels,
+    silent_looks,
+    undecided,
+)
 
 
 def rates(gain: float, noise: float, n: int, sims: int, rng: np.random.Generator,
@@ -77,7 +84,7 @@ def sequential_false_adopt(levels: LookLevels, noise: float, top: int, sims: int
 def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
                              rng: np.random.Generator, *, searched: int = 7, top: int = 3,
                              rounds: int = 3, gains: tuple[float, ...] = (),
-                             legacy: bool = False) -> float:
+                             legacy: bool = False, extend: bool = False) -> float:
     """The share of whole confirmations that end ADOPT, played as the product runs them: the
     ``top`` best of ``searched`` search measurements are confirmed; round 1 measures each and
     the baseline once; each look ranks them by the mean of their runs
@@ -90,7 +97,10 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
 
     ``gains``: the true relative gain of each search configuration (missing ones: 0, nothing
     differs; then every ADOPT is wrong). ``legacy``: the rule before 2026-12-04 (the search
-    measurement pooled with the confirmation runs, every candidate at the family's level)."""
+    measurement pooled with the confirmation runs, every candidate at the family's level).
+    ``extend``: after the rounds, the product's extension round (``confirm.extension_for``: one
+    more run of an undecided leader and of the baseline, the leader then judged at the stricter
+    rank-test level it sets)."""
     k = 1 if legacy else top
     each = LookLevels(sig.each_of(levels.interim, k), sig.each_of(levels.verdict, k))
     truth = np.array([1 - g for g in gains] + [1.0] * (searched - len(gains)))
@@ -123,10 +133,27 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
                 break
             todo = [best, *([-1] if "baseline" in pending else []),
                     *([runner_up] if runner_up is not None and "runner-up" in pending else [])]
-        adopted += any(sig.judge(c, f, baseline, metric="x", direction="minimize",
-                                 confidence=each.verdict, min_runs=MIN_RUNS,
-                                 seed=s).outcome == "better" for c, f in zip(runs, found,
-                                                                             strict=True))
+        def better(mine: list[float], searched: list[float], against: list[float], seed: int,
+                   alpha: float | None = None) -> bool:
+            return sig.judge(mine, searched, against, metric="x", direction="minimize",
+                             confidence=each.verdict, min_runs=MIN_RUNS, seed=seed,
+                             rank_alpha=alpha).outcome == "better"
+
+        called = [better(runs[i], found[i], baseline, s) for i in range(top)]
+        if extend and levels.interim == 1.0 and not any(called):
+            # The product's extension round: the leader and the baseline once more, the
+            # leader judged at the stricter level against the baseline with that run (the
+            # others keep their planned runs: confirm.Extension).
+            leader = min(range(top), key=lambda i: sig.rank_key(runs[i], "minimize"))
+            level = extension_for(runs[leader], found[leader], baseline, each=each.verdict,
+                                  metric="x", direction="minimize")
+            if level is not None:
+                runs[leader].append(float(truth[chosen[leader]]
+                                          * np.exp(noise * rng.standard_normal())))
+                extra = float(np.exp(noise * rng.standard_normal()))
+                called[leader] = better(runs[leader], found[leader], [*baseline, extra], s,
+                                        level)
+        adopted += any(called)
     return adopted / sims
 
 

@@ -62,24 +62,25 @@ family's level adopted wrongly 9.7% of the time
 
 **Exact** (``separation_p``, since 2026-12-04 (d)). The percentile bootstrap of medians is
 coarse at 2-6 runs a side and not conservative: at 2 vs 5 it called "better" at 98.33% whenever
-both candidate runs beat every baseline run, which happens by chance with probability
-1 / C(7, 2) = 4.8%, and the whole product replayed with nothing differing adopted in 7.5% of
-runs (15 of 200, docs/measurements/drift-2026-12-04c.txt). So "better" also needs the one-sided
+both candidate runs beat every baseline run, which happens by chance with probability 1 /
+C(7, 2) = 4.8%, and the whole product replayed with nothing differing adopted in 7.5% of runs
+(15 of 200, docs/measurements/drift-2026-12-04c.txt). So "better" also needs the one-sided
 Wilcoxon rank-sum (Mann-Whitney) test, counted exactly over every way to split the pooled runs,
 at p <= 1 - confidence: a wrong "better" then has probability at most 1 - confidence whatever
 the runs' distribution (heavy tails included), when every run of both groups is exchangeable
 (nothing differs, no drift) and the number of runs was fixed before they were measured (the
-default confirmation: 3 rounds, the baseline in each). Re-testing as runs arrive (``--fixed``'s
-adaptive rounds, looks from 5 rounds on) is held only by the Bonferroni split over the looks
-that spend, and adaptive rounds spend none: there it is not exact. The whole two-sided alpha
-goes to this one side: a wrong "better" is the error that changes production; "not better"
-stays the bootstrap's upper end. At 3 candidate runs against 6 baseline runs (the default
-confirmation) "better" at 98.33% (each of 3 candidates at 95%) means every candidate run beats
-every baseline run: 1 / C(9, 3) = 1.2%, under the 1.67% each candidate holds, so any wrong
-"better" among the 3 stays under 5%. It can never be called on fewer runs than make the smallest
-p-value, 1 / C(n + m, n), reach the level (3 vs 3 at 95%: 5%, just; 2 vs 5 at 98.33%: never;
-``autotune.study.confirm.confirm`` warns of a plan that cannot adopt). Replayed on the whole
-product: docs/measurements/exact-2026-12-04.txt.
+default confirmation: 3 rounds, the baseline in each; an extension round is a second look,
+counted exactly for its one candidate at a stricter level: ``autotune.evidence.extension``).
+Re-testing as runs arrive (``--fixed``'s adaptive rounds, looks from 5 rounds on) is held only
+by the Bonferroni split over the looks that spend, and adaptive rounds spend none: there it is
+not exact. The whole two-sided alpha goes to this one side: a wrong "better" is the error that
+changes production; "not better" stays the bootstrap's upper end. At 3 candidate runs against 6
+baseline runs (the default confirmation) "better" at 98.33% (each of 3 candidates at 95%) means
+every candidate run beats every baseline run: 1 / C(9, 3) = 1.2%, under the 1.67% each candidate
+holds, so any wrong "better" among the 3 stays under 5%. It can never be called on fewer runs
+than make the smallest p-value, 1 / C(n + m, n), reach the level (3 vs 3 at 95%: 5%, just;
+2 vs 5 at 98.33%: never; ``autotune.study.confirm.confirm`` warns of a plan that cannot adopt).
+Replayed on the whole product: docs/measurements/exact-2026-12-04.txt.
 """
 
 from __future__ import annotations
@@ -149,7 +150,17 @@ class Comparison:
     separation: float | None = None
     """The exact rank test's one-sided p-value (``separation_p``); None for borrowed noise,
     fewer than 2 values a side or a baseline median of 0. "Better" needs it at most
-    ``1 - confidence``."""
+    ``rank_level``."""
+    rank_alpha: float | None = None
+    """The rank test's level when it is not ``1 - confidence``: a leader judged again after one
+    more round (``autotune.evidence.extension``) is held to a stricter one."""
+
+    @property
+    def rank_level(self) -> float:
+        """The p-value at most which the rank test lets "better" be called: ``rank_alpha``
+        never loosens it beyond ``1 - confidence``."""
+        alpha = 1 - self.confidence
+        return alpha if self.rank_alpha is None else min(self.rank_alpha, alpha)
 
 
 def compare(
@@ -165,7 +176,10 @@ def compare(
     confidence: float = CONFIDENCE,
     practical: float = PRACTICAL,
     min_runs: int = 2,
+    rank_alpha: float | None = None,
 ) -> Comparison:
+    """``candidate`` against ``baseline`` (module docstring). ``rank_alpha``: the rank test's
+    level when it is not ``1 - confidence`` (``Comparison.rank_alpha``)."""
     if not candidate or not baseline:
         raise ValueError("both groups need at least one value")
     if direction not in ("minimize", "maximize"):
@@ -177,7 +191,8 @@ def compare(
     base = Comparison(metric=metric, direction=direction, n_candidate=len(candidate),
                       n_baseline=len(b), candidate_median=med_c, baseline_median=med_b,
                       improvement=None, low=None, high=None, outcome="unclear",
-                      repeats_needed=None, borrowed_noise=borrowed, confidence=confidence)
+                      repeats_needed=None, borrowed_noise=borrowed, confidence=confidence,
+                      rank_alpha=rank_alpha)
     if med_b == 0:
         return base
     sign = -1.0 if direction == "minimize" else 1.0
@@ -197,7 +212,7 @@ def compare(
     p = None if borrowed else separation_p(c, b, direction=direction, margin=margin)
     outcome: Outcome
     if (low > margin and min(len(c), len(b)) >= min_runs
-            and (p is None or p <= 1 - confidence + _ROUNDING)):
+            and (p is None or p <= base.rank_level + _ROUNDING)):
         # Below min_runs a side the interval is narrower than the noise it comes from: too
         # little to adopt on (it may still show that a candidate is no better). The rank test
         # holds "better" to its level exactly (module docstring, "Exact").
@@ -321,7 +336,7 @@ class Evidence:
 def judge(
     confirmed: Sequence[float], searched: Sequence[float], baseline: Sequence[float], *,
     metric: str, direction: Direction, confidence: float, min_runs: int,
-    seed: int = DEFAULT_SEED,
+    seed: int = DEFAULT_SEED, rank_alpha: float | None = None,
 ) -> Comparison:
     """A confirmed candidate against the baseline (module docstring, "What a confirmed candidate
     is judged on"). Pure.
@@ -344,11 +359,12 @@ def judge(
     if not confirmed and not searched:
         raise ValueError("a candidate needs a measurement")
     mine = compare(confirmed, baseline, metric=metric, direction=direction, seed=seed,
-                   confidence=confidence, min_runs=min_runs) if confirmed else None
+                   confidence=confidence, min_runs=min_runs,
+                   rank_alpha=rank_alpha) if confirmed else None
     if mine is not None and (mine.outcome != "unclear" or not searched):
         return mine
     pooled = compare([*searched, *confirmed], baseline, metric=metric, direction=direction,
-                     seed=seed, confidence=confidence, min_runs=min_runs)
+                     seed=seed, confidence=confidence, min_runs=min_runs, rank_alpha=rank_alpha)
     if pooled.outcome == "not better":
         return replace(pooled, with_search=len(searched))
     if mine is not None:
@@ -443,9 +459,11 @@ def _worse(c: Comparison) -> bool:
     return c.high is not None and c.high < 0
 
 
-def describe(c: Comparison) -> str:
+def describe(c: Comparison, *, rank_test: bool = True) -> str:
     """``p99 median 0.0107 vs 0.0182 (improvement +41.2%, 95% CI +38.0% .. +44.1%, one-sided
-    rank test p = 0.05 (at most 0.05 to call it better); n=3 vs 3)``."""
+    rank test p = 0.05 (at most 0.05 to call it better); n=3 vs 3)``. ``rank_test=False``
+    leaves the rank test out where it answers no question the sentence asks (the runner-up
+    better than the chosen one, or the two equivalent: its p is of "the chosen is better")."""
     if c.improvement is None:
         return f"{c.metric}: the baseline median is 0, no relative change is defined"
     text = (f"{c.metric} median {c.candidate_median:.4g} vs {c.baseline_median:.4g} "
@@ -454,9 +472,9 @@ def describe(c: Comparison) -> str:
         text += f", {_percent(c.confidence)} CI {c.low:+.1%} .. {c.high:+.1%}"
     else:
         text += ", no interval: fewer than 2 values on a side"
-    if c.separation is not None:
+    if c.separation is not None and rank_test:
         text += (f", one-sided rank test p = {c.separation:.2g} "
-                 f"(at most {1 - c.confidence:.2g} to call it better)")
+                 f"(at most {c.rank_level:.2g} to call it better)")
     n = f"{c.n_candidate}{' (noise borrowed from the baseline)' if c.borrowed_noise else ''}"
     if c.with_search:
         n = (f"{c.n_candidate} ({c.n_candidate - c.with_search} confirmation run(s) + "
@@ -482,7 +500,7 @@ def _unclear_reason(e: Evidence, confirmed: bool) -> str:
     c = e.comparisons[0]
     text = f"too noisy to decide: {e.id}: {describe(c)}"
     if (c.low is not None and c.low > 0 and c.separation is not None
-            and c.separation > 1 - c.confidence + _ROUNDING):
+            and c.separation > c.rank_level + _ROUNDING):
         text += ("; the interval clears 0 but the runs overlap too much for the rank test "
                  "(module autotune.evidence.significance, \"Exact\")")
     if c.repeats_needed is None:

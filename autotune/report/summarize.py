@@ -54,6 +54,8 @@ from autotune.study.confirm import (
     MIN_RUNS,
     RULE,
     RULE_ATTR,
+    Extension,
+    extensions,
     top_configurations,
 )
 from autotune.study.kinds import TrialKind
@@ -106,7 +108,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     sequential = CONFIDENCE_ATTR in data.attrs
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
-    judged = _evidence(exp, rows, objectives, seed, confidence, MIN_RUNS if sequential else 2)
+    judged = _evidence(exp, rows, objectives, seed, confidence, MIN_RUNS if sequential else 2,
+                       extended=extensions(data.attrs))
     evidence, baseline, shift = judged.kind, judged.baseline, judged.shift
     # Confirmed candidates in the order the verdict chooses among them (the mean of their runs,
     # significance.typical); search-only ones by their median.
@@ -313,7 +316,7 @@ def _scaled(r: TrialRow, steady: Trend) -> TrialRow:
 
 def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
-    confidence: float, min_runs: int,
+    confidence: float, min_runs: int, *, extended: Mapping[str, Extension] | None = None,
 ) -> _Evidence:
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
@@ -324,8 +327,12 @@ def _evidence(
                          if r.member and r.kind == TrialKind.BASELINE and r.values)
     done = [r for r in done if r.member not in left_out]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
-    confirmed_baseline = [r for r in done
-                          if r.kind == TrialKind.CONFIRM and r.candidate == BASELINE]
+    # The baseline's runs of extension rounds count in their candidate's comparison alone
+    # (autotune.study.confirm.Extension): not in the drift, not for the other candidates.
+    extended = extended or {}
+    extension_rounds = {e.round for e in extended.values()}
+    confirmed_baseline = [r for r in done if r.kind == TrialKind.CONFIRM
+                          and r.candidate == BASELINE and r.round not in extension_rounds]
     # A host that drifted between the baseline's two groups biases evidence that mixes early
     # and late runs (autotune.evidence.drift): every run is then scaled by the baseline's trend
     # in time to what it would have read at the end, and the note and the reason say so.
@@ -343,6 +350,8 @@ def _evidence(
             key = BASELINE if r.candidate == BASELINE else settings_key(r.settings)
             confirm.setdefault(key, []).append(r)
     confirmed_baseline = confirm.pop(BASELINE, [])
+    extension_baseline = [r for r in confirmed_baseline if r.round in extension_rounds]
+    confirmed_baseline = [r for r in confirmed_baseline if r.round not in extension_rounds]
     search = [r for r in done if r.study == "search"]
     by_settings: dict[str, list[TrialRow]] = {}
     for r in search:
@@ -359,13 +368,25 @@ def _evidence(
         # that keeps the family at ``confidence`` (Bonferroni over the candidates).
         each = sig.each_of(confidence, len(confirm))
         candidates = []
+        stricter: list[str] = []
         for key, runs in confirm.items():
             trial = next((r.candidate for r in runs if isinstance(r.candidate, int)),
                          min((r.number for r in by_settings.get(key, [])), default=None))
-            candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), baseline,
+            # A leader given an extension round is held to the stricter level recorded before
+            # it was measured (autotune.evidence.extension), against the baseline with that
+            # round's run.
+            given = extended.get(key)
+            own = ([] if given is None
+                   else [r for r in extension_baseline if r.round == given.round])
+            alpha = None if given is None else given.judged_at(1 - each)
+            against = (baseline if not own else
+                       _configuration(exp, "baseline", None, [*base_runs, *own], (), ()))
+            candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), against,
                                          objectives, seed, margin=0.0, borrow=False,
                                          confidence=each, min_runs=min_runs,
-                                         confirmed=True))
+                                         confirmed=True, rank_alpha=alpha))
+            if given is not None and any(r.round == given.round for r in runs):
+                stricter.append(f"{candidates[-1].id} (rank test at p <= {alpha:.2g})")
         rounds = len({r.round for rs in confirm.values() for r in rs})
         searched = sum(len(by_settings.get(key, [])) for key in confirm)
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
@@ -375,6 +396,12 @@ def _evidence(
                 "better than it is; they may only rule a candidate out); "
                 f"baseline: {len(repeats)} repeats before the search and "
                 f"{len(confirmed_baseline)} runs interleaved with the candidates")
+        if stricter:
+            note += (f". One more round after the planned ones measured {', '.join(stricter)} "
+                     "and the baseline, the leader being undecided; it is judged at that "
+                     f"stricter level so that a wrong 'better' at either look stays within "
+                     f"{1 - each:.2g}, against the baseline's runs with that round's, which no "
+                     "other candidate is judged against (autotune.evidence.extension)")
         if shift is not None:
             note += f". {shift.text(objectives[0].metric)}"
             note += f". {steady.text(objectives[0].metric)}" if steady is not None else _UNSCALED
@@ -424,6 +451,7 @@ def _candidate(
     confidence: float = sig.CONFIDENCE,
     min_runs: int = 2,
     confirmed: bool = False,
+    rank_alpha: float | None = None,
 ) -> Configuration:
     """``runs`` are the evidence; with ``confirmed`` they are confirmation runs and the primary
     objective is judged with ``significance.judge`` (``search_runs`` may only rule it out)."""
@@ -435,7 +463,8 @@ def _candidate(
             # Better on its confirmation runs alone; ruled out with its search runs too.
             comparisons.append(sig.judge(
                 mine, [r.values[0] for r in search_runs if r.values], theirs, metric=o.metric,
-                direction=o.direction, confidence=confidence, min_runs=min_runs, seed=seed))
+                direction=o.direction, confidence=confidence, min_runs=min_runs, seed=seed,
+                rank_alpha=rank_alpha))
             continue
         comparisons.append(sig.compare(mine, theirs, metric=o.metric, direction=o.direction,
                                        margin=margin, borrow=borrow, seed=seed,
@@ -504,11 +533,12 @@ def _separation(chosen: Configuration | None, candidates: Sequence[Configuration
         # not): the runner-up's median is still better beyond the noise, and the reader must know.
         return (f"the runner-up {runner_up.id} has the better median beyond the noise: "
                 f"{chosen.id} is between {_side(c.low)} and {_side(c.high)} "
-                f"({sig.describe(c)})"
+                f"({sig.describe(c, rank_test=False)})"
                 + (f"; {chosen.id} was chosen by the mean of its runs" if by_mean else ""))
     if max(abs(c.low), abs(c.high)) < sig.PRACTICAL:
         return (f"{chosen.id} and the runner-up {runner_up.id} are equivalent within "
-                f"{sig.PRACTICAL:.0%} ({sig.describe(c)}); either is a sound choice")
+                f"{sig.PRACTICAL:.0%} ({sig.describe(c, rank_test=False)}); "
+                "either is a sound choice")
     # A wide interval is no equivalence: "equivalent within 21%" read as "the same" when the
     # chosen one may be a fifth better, or worse.
     return (f"{chosen.id} and the runner-up {runner_up.id} are not told apart by these runs: "

@@ -67,7 +67,8 @@ nominal one at the last is the Haybittle-Peto shape. For a wrong "better" (the c
 production) the bound is exact for the default schedule, not nominal: "better" needs the exact
 one-sided rank-sum test at p <= 1 - the call's level (``significance.separation_p``), so when
 nothing differs, the runs are exchangeable (no drift) and their number is fixed in advance (3
-rounds; ``--fixed``'s adaptive rounds re-test at one level and are not exact) each candidate's
+rounds; an extension round is a second look counted exactly for its one candidate, below;
+``--fixed``'s adaptive rounds re-test at one level and are not exact) each candidate's
 wrong "better" has at most its share (at 3 runs
 against 6, 1 / C(9, 3) = 1.2% against each of 3 candidates' 1.67%), whatever the runs'
 distribution. The percentile bootstrap alone overshot at 3-6 runs a side. Simulated with nothing
@@ -79,6 +80,18 @@ configuration alike (``whole_run --null``), 4-5% (a chance drift call and its sc
 not exact, make most of the rest). ``k`` only grows over nights: a study continued night after
 night gets harder to adopt from, and a report re-made on night 2 may call night 1's candidate
 unclear.
+
+**Extension** (``extension_round``, since 2026-12-05). After the planned rounds, a leader the
+report would call undecided ("unclear") against the baseline gets one more run, and the baseline
+one more, when those two runs could still make it "better", and is then judged at a stricter
+rank-test level, chosen so that a wrong "better" at either look (the planned one or this one)
+stays within the candidate's share of alpha (``autotune.evidence.extension``, counted exactly:
+at 3 runs against 6 and 1.67%, the extension may allow one crossing at 4 against 7, p <= 0.61%,
+and the two looks together are wrong at most 1.39% of the time). The level is recorded
+(``EXTENSION_ATTR``) before the round is measured, and the report holds the candidate to it. It
+is given only when no earlier look could decide (the default rounds: the count assumes one
+planned look), and once per call. It costs 2 trials in the runs it is given in; what it buys
+was replayed before it was adopted (docs/measurements/extension-2026-12-05.txt).
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -97,6 +110,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.evidence import significance as sig
 from autotune.evidence.drift import Trend, steadied
+from autotune.evidence.extension import extension_level
 from autotune.evidence.members import differing
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
@@ -131,6 +145,44 @@ RULE = 3
 """Confirmation runs alone for "better", Bonferroni over the candidates (module docstring), and
 "better" held to its level by the exact rank test (``significance.separation_p``; 3 since
 2026-12-04 (d), 2 before)."""
+
+EXTENSION_ATTR = "confirm_extension"
+"""Search-study user attr: ``{settings key: Extension as a dict}`` for each candidate given an
+extension round (``extension_round``), recorded before that round is measured (``extensions``
+reads it back)."""
+
+@dataclass(frozen=True)
+class Extension:
+    """One candidate's extension round (``extension_round``). The baseline's run in that round
+    counts in this candidate's comparison only: pooled for the other candidates (judged on
+    their planned runs at their full share) it would be a second look nothing pays for, and it
+    stays out of the drift trend and of later looks too."""
+
+    level: float
+    """The rank test's level, recorded before the round was measured."""
+    round: int
+    """The confirmation round the extension was measured in."""
+    runs: tuple[int, int]
+    """The candidate's and the baseline's runs at the planned look the level was counted for."""
+
+    def judged_at(self, alpha: float) -> float:
+        """The level to judge the candidate at when its share of alpha is ``alpha``: the
+        recorded one, or the two-look level recounted at ``alpha`` when a study continued over
+        nights judges more candidates and ``alpha`` shrank (0 when no level fits: it cannot be
+        called better)."""
+        again = extension_level(*self.runs, alpha)
+        return min(self.level, 0.0 if again is None else again)
+
+    def record(self) -> dict[str, Any]:
+        return {"level": self.level, "round": self.round, "runs": list(self.runs)}
+
+
+def extensions(attrs: Mapping[str, Any]) -> dict[str, Extension]:
+    """The extension rounds a study's search-study user attrs record, by settings key. Pure."""
+    return {key: Extension(level=float(e["level"]), round=int(e["round"]),
+                           runs=(int(e["runs"][0]), int(e["runs"][1])))
+            for key, e in (attrs.get(EXTENSION_ATTR) or {}).items()}
+
 
 MIN_RUNS = 3
 """Runs a side before the report may call "better": three confirmation runs."""
@@ -195,6 +247,7 @@ def undecided(
     best: Sequence[float], baseline: Sequence[float], runner_up: Sequence[float] | None,
     *, levels: LookLevels, metric: str, direction: sig.Direction,
     searched: tuple[Sequence[float], Sequence[float]] = ((), ()),
+    rank_alpha: tuple[float | None, float | None] = (None, None),
 ) -> list[str]:
     """Which comparisons one early look leaves open: ``BASELINE`` and/or ``"runner-up"`` ([]
     when the confirmation may stop). Pure.
@@ -226,23 +279,27 @@ def undecided(
         return sig.compare(a, b, metric=metric, direction=direction, confidence=confidence,
                            min_runs=MIN_RUNS).outcome
 
-    def against(a: Sequence[float], search: Sequence[float], confidence: float) -> str:
-        # As the report judges a candidate (significance.judge).
+    def against(a: Sequence[float], search: Sequence[float], confidence: float,
+                alpha: float | None) -> str:
+        # As the report judges a candidate (significance.judge; ``alpha``: its rank test's
+        # level after an extension round, Extension, which only ever lowers it).
         return sig.judge(a, search, baseline, metric=metric, direction=direction,
-                         confidence=confidence, min_runs=MIN_RUNS).outcome
+                         confidence=confidence, min_runs=MIN_RUNS, rank_alpha=alpha).outcome
 
     # A look at 100% is one the split gave nothing (``silent_looks``): it never decides.
-    call = (against(best, searched[0], levels.interim)
+    call = (against(best, searched[0], levels.interim, rank_alpha[0])
             if len(best) >= LOOK_RUNS and levels.interim < 1.0 else "unclear")
-    todo = ([] if call != "unclear" and call == against(best, searched[0], levels.verdict)
+    todo = ([] if call != "unclear"
+            and call == against(best, searched[0], levels.verdict, rank_alpha[0])
             else [BASELINE])
     # When the best is better the report adopts it (both rank candidates by the mean of every
     # run, significance.typical): the runner-up cannot change the verdict.
     if runner_up is not None and not (call == "better" and not todo):
         separated = (min(len(best), len(runner_up)) >= MIN_RUNS
                      and outcome(best, runner_up, levels.interim) != "unclear")
-        last = against(runner_up, searched[1], levels.verdict)
-        final = last != "unclear" and last == against(runner_up, searched[1], levels.interim)
+        last = against(runner_up, searched[1], levels.verdict, rank_alpha[1])
+        final = last != "unclear" and last == against(runner_up, searched[1], levels.interim,
+                                                      rank_alpha[1])
         if not (separated and final):
             todo.append("runner-up")
     return todo
@@ -440,17 +497,23 @@ def confirm(
         studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
     used = LookLevels(interim=interim, verdict=verdict)
     _warn_if_no_adopt_possible(studies, _prior_runs(reference, schedule.candidates) + repeats,
-                               len(schedule.candidates), repeats, verdict)
+                               len(schedule.candidates), repeats, verdict,
+                               extendable=sequential and interim >= 1.0)
 
     rounds = 1  # round 1 is the plan's
+    extended = False
 
     def next_look() -> list[dict[str, Any]]:
         # Rounds are counted per call, not per study: a study continued night after night
         # keeps earlier nights' confirmation rounds (they are evidence), and tonight's
-        # candidates still get their ``repeats`` looks, no more.
-        nonlocal rounds
+        # candidates still get their ``repeats`` looks, no more (and at most one extension).
+        nonlocal rounds, extended
         if rounds >= repeats:
-            return []
+            if extended:
+                return []
+            extended = True
+            entries = extension_round(exp, studies, schedule.candidates, used)
+            return rng.sample(entries, k=len(entries))
         entries = sequential_round(exp, studies, schedule.candidates, used)
         rounds += 1 if entries else 0
         return rng.sample(entries, k=len(entries))
@@ -478,17 +541,27 @@ def confirm(
 
 
 def _warn_if_no_adopt_possible(studies: st.Studies, runs: int, tonight: int, repeats: int,
-                               verdict: float) -> None:
+                               verdict: float, *, extendable: bool = False) -> None:
     """Warn when the planned runs cannot reach the exact rank test's level whatever they read
-    (``significance.separation_p``: its smallest p-value is 1 / C(n + m, n)): e.g. ``--top 5``
-    (each at 99%; 3 runs against 6 give 1.19% at best) or 2 baseline repeats at the default
-    (3 against 5: 1.79% against 1.67%). ``runs``: the most a candidate can hold at the verdict;
-    the baseline's and the candidates' counts are the report's (``pooled_values``, ``judged``)."""
+    (``significance.separation_p``: its smallest p-value is 1 / C(n + m, n)), nor can an
+    extension round's: e.g. a study confirmed at 99.5% before (each of 3 at 0.17%; 4 runs
+    against 7 give 0.30% at best) or ``--top 17``. ``runs``: the most a candidate can hold at
+    the verdict; the baseline's and the candidates' counts are the report's (``pooled_values``,
+    ``judged``).
+    ``extendable``: an extension round may follow the planned ones (``extension_round``); a plan
+    whose planned runs cannot pass but whose extension can (``--top 5``: 4 against 7 at 0.61%)
+    is said so at INFO, not warned about."""
     baseline = len(pooled_values(studies, None)) + repeats
     k = max(tonight, judged(studies))
     level = 1 - sig.each_of(verdict, k)
     best = 1 / math.comb(runs + baseline, runs)
-    if runs >= MIN_RUNS and best > level:
+    if runs >= MIN_RUNS and best > level and extendable and extension_level(
+            runs, baseline, level) is not None:
+        log.info("%d runs of a candidate against %d of the baseline cannot pass the exact rank "
+                 "test at the %.2f%% each of %d candidates may spend: only an extension round "
+                 "(one more run of the leader and of the baseline) can adopt", runs, baseline,
+                 level * 100, k)
+    elif runs >= MIN_RUNS and best > level:
         log.warning("this confirmation cannot adopt: at most %d runs of a candidate against %d "
                     "of the baseline separate by chance with probability %.2f%% at best, above "
                     "the %.2f%% each of %d candidates may spend (the exact rank test, "
@@ -565,18 +638,21 @@ def _value(t: FrozenTrial, steady: Trend | None) -> float:
 def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
     """The completed trials ``pooled_values`` takes its values from, in the order the report
     pools them (``autotune.report.summarize``: the reference study's order), so that a look and
-    the report, bootstrapping with one seed, draw the same resamples."""
+    the report, bootstrapping with one seed, draw the same resamples. The baseline's runs leave
+    out those of extension rounds (``Extension``: they count for their candidate alone)."""
     out: list[FrozenTrial] = []
     key = None if settings is None else settings_key(settings)
     reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
     mine = comparable(reference)
+    extension_rounds = {e.round for e in extensions(studies.search.user_attrs).values()}
     for t in reference:
         if not mine(t):
             continue
         kind, candidate = t.user_attrs.get("kind"), t.user_attrs.get("candidate")
         if key is None:
             hit = (kind == TrialKind.BASELINE
-                   or (kind == TrialKind.CONFIRM and candidate == BASELINE))
+                   or (kind == TrialKind.CONFIRM and candidate == BASELINE
+                       and t.user_attrs.get("round") not in extension_rounds))
         else:
             hit = (kind == TrialKind.CONFIRM and candidate != BASELINE
                    and settings_key(t.user_attrs.get("settings", {})) == key)
@@ -585,12 +661,22 @@ def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[Fro
     return out
 
 
-def _ranked(
-    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]
-) -> tuple[list[Pick], dict[int, list[float]], list[float]]:
+@dataclass(frozen=True)
+class _Standing:
+    """What one look judges: the candidates the report may adopt, best first, the values of
+    their confirmation runs and the baseline's, all scaled by ``steady`` when it is not None."""
+
+    ranked: list[Pick]
+    values: dict[int, list[float]]
+    baseline: list[float]
+    steady: Trend | None
+
+
+def _ranked(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) -> _Standing:
     """The measured candidates the report may adopt, best first (by ``significance.rank_key``
     of the confirmation runs of each, as the report chooses), those runs by trial, and the
-    baseline's. A candidate with a run that violated a constraint is left out: the report never
+    baseline's, scaled by the baseline's trend when it drifted (``steadiness``, found once a
+    look). A candidate with a run that violated a constraint is left out: the report never
     adopts it, so it must not lead (nor be the runner-up) a look."""
     direction = directions(exp)[0]
     steady = steadiness(studies)
@@ -599,7 +685,7 @@ def _ranked(
     ranked = sorted((p for p in candidates if trials[p.trial]
                      and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
                     key=lambda p: (*sig.rank_key(values[p.trial], direction), p.trial))
-    return ranked, values, [_value(t, steady) for t in _pooled(studies, None)]
+    return _Standing(ranked, values, [_value(t, steady) for t in _pooled(studies, None)], steady)
 
 
 def sequential_round(
@@ -610,26 +696,29 @@ def sequential_round(
     the best and what is not yet separated from it: the baseline, the runner-up. Its number
     follows every confirmation round of the study (a continued study keeps earlier nights')."""
     direction = directions(exp)[0]
-    ranked, values, baseline = _ranked(exp, studies, candidates)
+    standing = _ranked(exp, studies, candidates)
+    ranked, values, baseline, steady = (standing.ranked, standing.values, standing.baseline,
+                                        standing.steady)
     # Each candidate at the level the report will judge it: Bonferroni over every candidate
     # it judges (module docstring).
     k = judged(studies)
     levels = LookLevels(interim=sig.each_of(levels.interim, k),
                         verdict=sig.each_of(levels.verdict, k))
-    done = max((t.user_attrs.get("round") or 0
-                for t in studies.reference.get_trials(deepcopy=False)
-                if t.user_attrs.get("kind") == TrialKind.CONFIRM), default=0)
+    done = _last_round(studies)
     if not ranked or not baseline:
         return []
     best, metric = ranked[0], exp.goals[0].label
     runner_up = ranked[1] if len(ranked) > 1 else None
-    steady = steadiness(studies)
+    extended = {key: e.level for key, e in extensions(studies.search.user_attrs).items()}
     pending = undecided(values[best.trial], baseline,
                         None if runner_up is None else values[runner_up.trial],
                         levels=levels, metric=metric, direction=direction,
                         searched=(searched_values(studies, best.settings, steady),
                                   () if runner_up is None
-                                  else searched_values(studies, runner_up.settings, steady)))
+                                  else searched_values(studies, runner_up.settings, steady)),
+                        rank_alpha=(extended.get(settings_key(best.settings)),
+                                    None if runner_up is None
+                                    else extended.get(settings_key(runner_up.settings))))
     if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
                  levels.interim * 100, sig.describe(sig.judge(
@@ -650,6 +739,92 @@ def sequential_round(
              "round": done + 1, "sequential": True} for candidate, settings in todo]
 
 
+def extension_round(
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], levels: LookLevels,
+) -> list[dict[str, Any]]:
+    """One more round of the leader and the baseline after the planned ones, or [] (module
+    docstring, "Extension"; ``autotune.evidence.extension``). Given when no earlier look could
+    decide (the level is counted for one planned look), no candidate is already better (the
+    report would adopt it), the leader has had no extension before, and ``extension_for``
+    gives it one. The ``Extension`` is recorded before the round is measured."""
+    if levels.interim < 1.0:
+        return []
+    direction, metric = directions(exp)[0], exp.goals[0].label
+    standing = _ranked(exp, studies, candidates)
+    if not standing.ranked or not standing.baseline:
+        return []
+    recorded = extensions(studies.search.user_attrs)
+    each = sig.each_of(levels.verdict, judged(studies))
+
+    def call(p: Pick) -> str:
+        searched = searched_values(studies, p.settings, standing.steady)
+        known = recorded.get(settings_key(p.settings))
+        return sig.judge(standing.values[p.trial], searched, standing.baseline, metric=metric,
+                         direction=direction, confidence=each, min_runs=MIN_RUNS,
+                         rank_alpha=None if known is None else known.level).outcome
+
+    best = standing.ranked[0]
+    key = settings_key(best.settings)
+    if key in recorded or any(call(p) == "better" for p in standing.ranked):
+        return []
+    mine = standing.values[best.trial]
+    level = extension_for(mine, searched_values(studies, best.settings, standing.steady),
+                          standing.baseline, each=each, metric=metric, direction=direction)
+    if level is None:
+        return []
+    done = _last_round(studies)
+    given = Extension(level=level, round=done + 1, runs=(len(mine), len(standing.baseline)))
+    studies.search.set_user_attr(EXTENSION_ATTR, {
+        **{k: e.record() for k, e in recorded.items()}, key: given.record()})
+    log.info("round %d left #%d undecided: one more round of #%d and the baseline, judged at "
+             "p <= %.2g so that a wrong 'better' at either look stays within %.2g", done,
+             best.trial, best.trial, level, 1 - each)
+    # "extension": for the record (trials.jsonl); the report finds the round by Extension.
+    return [{"kind": TrialKind.CONFIRM.value, "settings": settings, "candidate": candidate,
+             "round": given.round, "sequential": True, "extension": True}
+            for candidate, settings in ((BASELINE, exp.baseline_settings()),
+                                        (best.trial, best.settings))]
+
+
+def _last_round(studies: st.Studies) -> int:
+    """The highest confirmation round the study holds (0: none)."""
+    return max((t.user_attrs.get("round") or 0
+                for t in studies.reference.get_trials(deepcopy=False)
+                if t.user_attrs.get("kind") == TrialKind.CONFIRM), default=0)
+
+
+def extension_for(
+    mine: Sequence[float], searched: Sequence[float], baseline: Sequence[float], *, each: float,
+    metric: str, direction: sig.Direction,
+) -> float | None:
+    """The rank-test level of an extension round for a leader with confirmation runs ``mine``
+    (and the search values that chose it, ``searched``), judged at ``each`` against
+    ``baseline``, or None when it gets none: it is not undecided as the report judges it, or
+    one more run of each could not make it "better" at the level
+    ``autotune.evidence.extension`` allows. Pure."""
+    if len(mine) < MIN_RUNS:
+        return None
+    call = sig.judge(mine, searched, baseline, metric=metric, direction=direction,
+                     confidence=each, min_runs=MIN_RUNS)
+    if call.outcome != "unclear":
+        return None
+    level = extension_level(len(mine), len(baseline), 1 - each)
+    if level is None or _best_possible_p(mine, baseline, direction) > level + 1e-9:
+        return None
+    return level
+
+
+def _best_possible_p(mine: Sequence[float], baseline: Sequence[float],
+                     direction: sig.Direction) -> float:
+    """The rank test's p after one more run of each, at best: the candidate's new run better
+    than every run so far and the baseline's worse. Pure."""
+    low, high = min([*mine, *baseline]), max([*mine, *baseline])
+    beyond = high - low + abs(high) + abs(low) + 1.0
+    best, worst = (low - beyond, high + beyond) if direction == "minimize" else (high + beyond,
+                                                                                 low - beyond)
+    return sig.separation_p([*mine, best], [*baseline, worst], direction=direction)
+
+
 def adaptive_round(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], repeats: int
 ) -> list[dict[str, Any]]:
@@ -657,7 +832,8 @@ def adaptive_round(
     runner-up and from the baseline (or there is nothing to separate). Like the sequential
     looks it leads with the best mean among the candidates feasible in every run (``_ranked``)."""
     direction = directions(exp)[0]
-    ranked, values, baseline = _ranked(exp, studies, candidates)
+    standing = _ranked(exp, studies, candidates)
+    ranked, values, baseline = standing.ranked, standing.values, standing.baseline
     if not ranked or not baseline:
         return []
     best = ranked[0]
@@ -672,8 +848,8 @@ def adaptive_round(
     todo: list[tuple[int | str, dict[str, Setting]]] = []
     if len(ranked) > 1 and unresolved(values[best.trial], values[ranked[1].trial]):
         todo.append((ranked[1].trial, ranked[1].settings))
-    if sig.judge(values[best.trial], searched_values(studies, best.settings,
-                                                     steadiness(studies)), baseline,
+    if sig.judge(values[best.trial], searched_values(studies, best.settings, standing.steady),
+                 baseline,
                  metric=metric, direction=direction, confidence=level,
                  min_runs=2).outcome == "unclear":
         todo.append((BASELINE, exp.baseline_settings()))

@@ -615,12 +615,15 @@ def test_a_queued_run_of_a_dead_confirmation_makes_an_early_look_count(tmp_path:
 
 
 def _confirm_warnings(tmp: Path, caplog: pytest.LogCaptureFixture, *, searched: int, top: int,
-                      repeats: int) -> tuple[str, str]:
-    """What a noiseless confirmation warns about, and the verdict it reaches."""
+                      repeats: int, confidence: float | None = None) -> tuple[str, str]:
+    """What a noiseless confirmation warns about, and the verdict it reaches (``confidence``:
+    the level an earlier confirmation of the study recorded)."""
     tmp.mkdir(exist_ok=True)
     caplog.clear()
     sim = open_sim(tmp, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
     sim.runner.run(sim.studies, searched)
+    if confidence is not None:
+        sim.studies.search.set_user_attr(CONFIDENCE_ATTR, confidence)
     with caplog.at_level("WARNING", logger="autotune.study.confirm"):
         confirm(sim.exp, sim.studies, sim.runner, top=top, repeats=repeats, seed=5)
     return caplog.text, build_report(sim.exp, sim.studies).verdict
@@ -628,11 +631,19 @@ def _confirm_warnings(tmp: Path, caplog: pytest.LogCaptureFixture, *, searched: 
 
 def test_a_plan_that_cannot_pass_the_rank_test_is_warned_about(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # Five candidates: each may spend 1%, and 3 runs against 6 separate by chance with 1.19% at
-    # best: the confirmation cannot adopt whatever it measures, and says so before measuring.
-    text, verdict = _confirm_warnings(tmp_path / "five", caplog, searched=8, top=5, repeats=3)
+    # A study confirmed at 99.5% before (a later call never lowers it): each of 3 candidates
+    # may spend 0.17%, and 3 runs against 6 separate by chance with 1.19% at best, 4 against 7
+    # (an extension round) with 0.30%: the confirmation cannot adopt whatever it measures, and
+    # says so before measuring.
+    text, verdict = _confirm_warnings(tmp_path / "strict", caplog, searched=8, top=3,
+                                      repeats=3, confidence=0.995)
     assert "this confirmation cannot adopt: at most 3 runs of a candidate against 6" in text
     assert verdict != "adopt"
+    # Five candidates at 95%: each may spend 1%, which 3 runs against 6 cannot reach (1.19%)
+    # but the extension's 4 against 7 can (0.61% allowed): no warning, and without noise it
+    # adopts (it was warned about, and could not adopt, before the extension).
+    text, verdict = _confirm_warnings(tmp_path / "five", caplog, searched=8, top=5, repeats=3)
+    assert "cannot adopt" not in text and verdict == "adopt"
     # Three candidates can (1.67% each): no warning.
     text, _ = _confirm_warnings(tmp_path / "three", caplog, searched=8, top=3, repeats=3)
     assert "cannot adopt" not in text

@@ -51,6 +51,8 @@ def test_an_interval_inside_the_margin_is_equivalence(tmp_path: Path) -> None:
     assert report.separation is not None and report.separation.startswith(
         "#0 and the runner-up #1 are equivalent within 5% (")
     assert report.separation.endswith("either is a sound choice")
+    # The rank test's p is of "#0 is better": no question an equivalence asks.
+    assert "rank test" not in report.separation
 
 
 def test_the_table_shows_the_mean_the_candidates_are_ordered_by(tmp_path: Path) -> None:
@@ -85,3 +87,5 @@ def test_a_runner_up_with_the_better_median_beyond_the_noise_is_named(tmp_path: 
     assert report.separation is not None and report.separation.startswith(
         "the runner-up #1 has the better median beyond the noise: #0 is between ")
     assert report.separation.endswith("#0 was chosen by the mean of its runs")
+    # Its p (of "#0 is better", near 1 here) would read as evidence against the sentence.
+    assert "rank test" not in report.separation

@@ -5,8 +5,8 @@ still ends with a verdict.
 **Budget that fits the night** (runs with ``study.deadline``). Trial duration = the longest of
 this run's measured trials, else of the last ``DURATION_WINDOW`` completed trials recorded in
 the study (or in the study it replaced), else the experiment's estimate (warm-up + window +
-10 s). Kept back for after the search: the confirmation (``repeats x (top + 1) + extra`` trials)
-and the drift check's adaptive rounds (``extra``). A search trial starts only if it and the
+10 s). Kept back for after the search: the confirmation (``confirm_reserve``) and the drift
+check's adaptive rounds (``extra``). A search trial starts only if it and the
 kept-back trials fit before the deadline; the night's plan (how many search trials fit) is
 logged and recorded. The study's own budget (``study.trials``) still bounds the total; what
 does not fit tonight continues tomorrow in the same study when the environment is unchanged.
@@ -24,6 +24,11 @@ from optuna.trial import TrialState
 
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
+
+EXTENSION_TRIALS = 2
+"""The sequential confirmation's extension round: the leader and the baseline once more
+(``autotune.study.confirm.extension_round``), kept back for every sequential confirmation (it
+is given only when the planned rounds leave the leader undecided, which a plan cannot know)."""
 
 DURATION_WINDOW = 10
 """Recorded trials whose longest duration sizes the night."""
@@ -109,9 +114,11 @@ def plan_budget(exp: Experiment, studies: st.Studies, *, reserved: int, queued: 
 def confirm_reserve(top: int, repeats: int, extra: int, *, sequential: bool = False) -> int:
     """Trials kept back for the confirmation, at most. Fixed: ``repeats`` runs of the ``top``
     candidates and of the baseline, and its ``extra`` adaptive runs. Sequential: one round of
-    them, then up to ``repeats - 1`` rounds of the best, the runner-up and the baseline."""
+    them, then up to ``repeats - 1`` rounds of the best, the runner-up and the baseline, then
+    perhaps one extension round of the best and the baseline (``EXTENSION_TRIALS``,
+    ``autotune.study.confirm.extension_round``)."""
     if sequential:
-        return (top + 1) + (min(top, 2) + 1) * (repeats - 1)
+        return (top + 1) + (min(top, 2) + 1) * (repeats - 1) + EXTENSION_TRIALS
     return repeats * (top + 1) + extra
 
 
