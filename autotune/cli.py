@@ -248,7 +248,7 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                    help="candidates to confirm (default 3; each is judged at 1 - 5%%/k, so from "
                         "5 on, 3 runs against 6 cannot pass the exact rank test and only the "
                         "extension round (see --repeats; when no early look can decide) can "
-                        "adopt; from 17 on not even that, and a warning says the confirmation "
+                        "adopt; from 65 on not even that, and a warning says the confirmation "
                         "cannot adopt)")
     p.add_argument("--repeats", type=_positive, default=3,
                    help="confirmation rounds, at most (and perhaps one extension round, below): "
@@ -269,11 +269,13 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "run better than every baseline run. Once the best (by the mean of its "
                         "runs) is better than the baseline, the runner-up is not measured again. "
                         "When no early look could decide and the best is left undecided but "
-                        "one more run could still make it better, one more round measures it "
-                        "and the baseline, and it is "
+                        "one or two more runs could still make it better, one more round "
+                        "measures it and the baseline that often, and it is "
                         "judged at a stricter level so that both looks together keep its share "
-                        "(3 against 6 at 1.67%%: at 4 against 7 one crossing, a candidate run "
-                        "slower than one baseline run, is allowed, p <= 0.61%%) (default 3; "
+                        "(3 against 6 at 1.67%%: one crossing short, a candidate run slower "
+                        "than one baseline run, one run each and that crossing allowed at 4 "
+                        "against 7, p <= 0.61%%; two or three short, two runs each and 3 "
+                        "crossings allowed at 5 against 8, p <= 0.54%%) (default 3; "
                         "with --fixed exactly that many rounds of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds, each of k candidates "

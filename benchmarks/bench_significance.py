@@ -88,7 +88,7 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
     """The share of whole confirmations that end ADOPT, played as the product runs them: the
     ``top`` best of ``searched`` search measurements are confirmed; round 1 measures each and
     the baseline once; each look ranks them by the mean of their runs
-    (``significance.rank_key``, as ``confirm._ranked``) and asks ``undecided`` about the leader,
+    (``significance.rank_key``, as ``confirm._standing``) and asks ``undecided`` about the leader,
     the baseline and the runner-up; the next round measures the leader and what is pending; the
     verdict judges every candidate (``significance.judge``: "better" on its confirmation runs,
     each at ``significance.each_of(levels.verdict, top)``, the report's rule) and adopts if any
@@ -99,8 +99,8 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
     differs; then every ADOPT is wrong). ``legacy``: the rule before 2026-12-04 (the search
     measurement pooled with the confirmation runs, every candidate at the family's level).
     ``extend``: after the rounds, the product's extension round (``confirm.extension_for``: one
-    more run of an undecided leader and of the baseline, the leader then judged at the stricter
-    rank-test level it sets)."""
+    or two more runs of an undecided leader and of the baseline, the leader then judged at the
+    stricter rank-test level it sets)."""
     k = 1 if legacy else top
     each = LookLevels(sig.each_of(levels.interim, k), sig.each_of(levels.verdict, k))
     truth = np.array([1 - g for g in gains] + [1.0] * (searched - len(gains)))
@@ -141,18 +141,20 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
 
         called = [better(runs[i], found[i], baseline, s) for i in range(top)]
         if extend and levels.interim == 1.0 and not any(called):
-            # The product's extension round: the leader and the baseline once more, the
+            # The product's extension round: the leader and the baseline once or twice more, the
             # leader judged at the stricter level against the baseline with that run (the
             # others keep their planned runs: confirm.Extension).
             leader = min(range(top), key=lambda i: sig.rank_key(runs[i], "minimize"))
-            level = extension_for(runs[leader], found[leader], baseline, each=each.verdict,
+            offer = extension_for(runs[leader], found[leader], baseline, each=each.verdict,
                                   metric="x", direction="minimize")
-            if level is not None:
-                runs[leader].append(float(truth[chosen[leader]]
-                                          * np.exp(noise * rng.standard_normal())))
-                extra = float(np.exp(noise * rng.standard_normal()))
-                called[leader] = better(runs[leader], found[leader], [*baseline, extra], s,
-                                        level)
+            if offer is not None:
+                runs[leader] += [float(truth[chosen[leader]]
+                                       * np.exp(noise * rng.standard_normal()))
+                                 for _ in range(offer.added)]
+                extra = [float(np.exp(noise * rng.standard_normal()))
+                         for _ in range(offer.added)]
+                called[leader] = better(runs[leader], found[leader], [*baseline, *extra], s,
+                                        offer.level)
         adopted += any(called)
     return adopted / sims
 

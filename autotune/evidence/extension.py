@@ -7,16 +7,25 @@ third better, but with one run among the baseline's slowest, stays INCONCLUSIVE:
 recorded grid (12-03d) a third of the replayed runs ended INCONCLUSIVE, about one run in ten
 with a single such crossing (docs/measurements/extension-2026-12-05.txt).
 
-The extension gives such a leader one more run, and the baseline one more, and judges the
-leader again at a stricter level ``extension_level`` chooses so that the chance of a wrong
-"better" at *either* look, the planned one or the extension, stays within the candidate's share
-of alpha. That is a two-look group-sequential rank test, counted exactly: every way the planned
-runs can split between the candidate and the baseline (C(n + m, n)) times every place the two
-new runs can fall among them ((n + m + 1)(n + m + 2) orders), all equally likely when nothing
-differs and the runs are exchangeable. At 3 against 6 and 1.67%, the planned look passes with
-U = 0 crossings (a baseline run better than a candidate run) and 1.190% of the time by chance;
-the extension may then allow one crossing at 4 against 7 (P(U <= 1) = 0.606%), and the union
-of the two is 1.385% <= 1.67%. Two crossings would make it 1.87%: too many.
+The extension gives such a leader ``added`` more runs, and the baseline as many, and judges the
+leader again at a stricter level chosen so that the chance of a wrong "better" at *either* look,
+the planned one or the extension, stays within the candidate's share of alpha. That is a
+two-look group-sequential rank test, counted exactly: every order of the planned and the new
+runs of both groups is equally likely when nothing differs and the runs are exchangeable, and
+``_joint`` counts how many orders give each pair (crossings at the planned look, crossings at the
+extension), a crossing being a pair of a baseline run ranked better than a candidate run.
+
+How many runs: the fewest that could still pass. Crossings only grow with more runs, so a
+planned look short by U crossings can pass the extension only if its threshold is at least U.
+The levels are chosen greedily, the one-run level first (the largest whose union with the
+planned look stays within alpha), then the two-run level for the looks the one-run extension
+cannot save (the largest the share left over allows). At 3 against 6 and 1.67%:
+
+- planned, U = 0: 1.190% by chance;
+- one crossing (U = 1): one more run a side, U <= 1 at 4 against 7 (p <= 2/330 = 0.606%),
+  the union 1.385%;
+- two or three crossings: two more a side, U <= 3 at 5 against 8 (p <= 7/1287 = 0.544%), the
+  union 1.540% <= 1.67%. Four crossings allowed there would make it 1.78%.
 
 Values are taken as distinct (ties have probability 0 for measured latencies; with ties the
 p-value ``separation_p`` gives them mid-ranks and the level is approximate). Only small samples
@@ -26,20 +35,24 @@ are counted (``UP_TO``): a larger one (earlier nights' runs pooled in) gets no e
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 
 UP_TO = 16
-"""Planned runs (both groups) up to which the two-look count is made: at most C(16, 8) x 17 x 17
-~ 3.7 million steps (a third of a second measured for 8 against 8); beyond, no extension."""
+"""Planned runs (both groups) up to which the two-look count is made (0.2 s for 8 against 8,
+cached); beyond, no extension."""
+
+MOST_ADDED = 2
+"""The most runs a side an extension adds. Three would save a leader short by 4-6 crossings
+at 3 against 6 (of 18 pairs), a configuration slower than a baseline run in a third of the
+pairs: more often noise than a gain the default confirmation should chase."""
 
 _ROUNDING = 1e-9
 """As ``significance._ROUNDING``: a level met exactly passes."""
 
 
 def _u_distribution(n: int, m: int) -> list[int]:
-    """ways[u]: how many of the C(n + m, n) splits have u crossings (pairs of a candidate run
-    ranked worse than a baseline run). Counted by the classic recursion on the worst value."""
+    """ways[u]: how many of the C(n + m, n) splits have u crossings. Counted by the classic
+    recursion on the worst value."""
     @functools.cache
     def ways(a: int, b: int) -> tuple[int, ...]:
         if a == 0 or b == 0:
@@ -68,57 +81,93 @@ def _threshold(dist: list[int], alpha: float) -> int:
     return best
 
 
+def _joint(n: int, m: int, k: int, cap: int) -> dict[tuple[int, int], int]:
+    """ways[(u0, u)]: how many orders of n planned candidate runs, m planned baseline runs and
+    k new runs of each have u0 crossings among the planned runs and u among all of them, both
+    counted only up to ``cap`` (larger ones lumped at cap + 1: no threshold reaches them). The
+    same recursion on the worst value as ``_u_distribution``, over four kinds of run."""
+    def add(into: dict[tuple[int, int], int], part: dict[tuple[int, int], int],
+            du0: int, du: int) -> None:
+        for (u0, u), w in part.items():
+            key = (min(u0 + du0, cap + 1), min(u + du, cap + 1))
+            into[key] = into.get(key, 0) + w
+
+    @functools.cache
+    def ways(pc: int, pb: int, nc: int, nb: int) -> dict[tuple[int, int], int]:
+        if pc + nc == 0 or pb + nb == 0:  # one group left: no more crossings, in any order
+            return {(0, 0): math.comb(pc + nc, pc) * math.comb(pb + nb, pb)}
+        out: dict[tuple[int, int], int] = {}
+        if pc:  # the worst is a planned candidate run: every baseline run is better
+            add(out, ways(pc - 1, pb, nc, nb), pb, pb + nb)
+        if nc:  # a new candidate run: it crosses at the extension only
+            add(out, ways(pc, pb, nc - 1, nb), 0, pb + nb)
+        if pb:
+            add(out, ways(pc, pb - 1, nc, nb), 0, 0)
+        if nb:
+            add(out, ways(pc, pb, nc, nb - 1), 0, 0)
+        return out
+
+    return ways(n, m, k, k)
+
+
 @functools.cache
-def extension_level(n: int, m: int, alpha: float) -> float | None:
-    """The one-sided p-value at most which a candidate's ``n + 1`` runs against the baseline's
-    ``m + 1`` are called better after the planned look at ``n`` against ``m`` was not, such that
-    a wrong "better" at either look has probability at most ``alpha`` (module docstring). None
-    when no extension can pass within ``alpha``, or the sample is beyond ``UP_TO``. Pure."""
+def extension_levels(n: int, m: int, alpha: float) -> tuple[float | None, ...]:
+    """levels[k - 1]: the one-sided p-value at most which a candidate's ``n + k`` runs against
+    the baseline's ``m + k`` are called better after the planned look at ``n`` against ``m``
+    was not, for k = 1 .. ``MOST_ADDED``, chosen (module docstring) so that a wrong "better" at
+    either look has probability at most ``alpha`` when k is the fewest runs that could pass;
+    None for a k no level fits. All None beyond ``UP_TO``. Pure."""
     if n < 1 or m < 1 or not 0 < alpha < 1:
         raise ValueError("n, m >= 1 and 0 < alpha < 1")
-    total_n = n + m
-    if total_n > UP_TO:
-        return None
-    planned = _threshold(_u_distribution(n, m), alpha)
-    later = _u_distribution(n + 1, m + 1)
-    cases = math.comb(total_n, n) * (total_n + 1) * (total_n + 2)
-    # extension_only[u]: cases whose planned look fails and whose extension has u crossings.
-    extension_only = [0] * len(later)
-    passed_first = 0
-    for picked in itertools.combinations(range(total_n), n):
-        is_c = [False] * total_n
-        for i in picked:
-            is_c[i] = True
-        # Positions run from best to worst; prefix[k]: candidate runs among the best k.
-        prefix = [0]
-        crossings = 0
-        for i, c in enumerate(is_c):
-            if c:
-                crossings += i - prefix[-1]  # baseline runs better than this candidate run
-            prefix.append(prefix[-1] + c)
-        arrangements = (total_n + 1) * (total_n + 2)
-        if crossings <= planned:
-            passed_first += arrangements
+    if n + m > UP_TO:
+        return (None,) * MOST_ADDED
+    planned = _u_distribution(n, m)
+    saved = _threshold(planned, alpha)  # the planned look passes up to here
+    union = sum(planned[:saved + 1]) / sum(planned)
+    levels: list[float | None] = []
+    for k in range(1, MOST_ADDED + 1):
+        later = _u_distribution(n + k, m + k)
+        cap = _threshold(later, alpha)  # a threshold beyond is over alpha on its own
+        joint = _joint(n, m, k, cap)
+        orders = sum(joint.values())
+        best: tuple[int, float] | None = None
+        for t in range(saved + 1, cap + 1):
+            # Planned looks this k is the fewest runs for (U0 above what fewer runs save)
+            # whose extension passes; U0 <= U, so U <= t also bounds U0.
+            extra = sum(w for (u0, u), w in joint.items() if u0 > saved and u <= t) / orders
+            if union + extra > alpha + _ROUNDING:
+                break
+            best = (t, extra)
+        if best is None:
+            levels.append(None)
             continue
-        for a in range(total_n + 1):  # the new candidate run: a planned runs better than it
-            beats_new_c = a - prefix[a]
-            for d in range(total_n + 1):  # the new baseline run: d planned runs better
-                worse_than_new_b = n - prefix[d]
-                base = crossings + beats_new_c + worse_than_new_b
-                if d < a:
-                    extension_only[base + 1] += 1
-                elif d > a:
-                    extension_only[base] += 1
-                else:  # same gap: either order, one each
-                    extension_only[base + 1] += 1
-                    extension_only[base] += 1
-    later_total = sum(later)
-    level, union = None, passed_first
-    below = 0
-    for u, w in enumerate(later):
-        union += extension_only[u]
-        below += w
-        if union / cases > alpha + _ROUNDING:
-            break
-        level = below / later_total
-    return level
+        t, extra = best
+        union += extra
+        saved = t
+        levels.append(sum(later[:t + 1]) / sum(later))
+    return tuple(levels)
+
+
+def extension_level(n: int, m: int, alpha: float, added: int = 1) -> float | None:
+    """``extension_levels(n, m, alpha)[added - 1]``. Pure."""
+    if not 1 <= added <= MOST_ADDED:
+        raise ValueError(f"added must be 1 .. {MOST_ADDED}")
+    return extension_levels(n, m, alpha)[added - 1]
+
+
+def union_bound(n: int, m: int, alpha: float) -> float:
+    """P(a wrong "better" at the planned look or its extension) when nothing differs, for the
+    levels ``extension_levels`` chooses: at most ``alpha``. For the docs and the tests. Pure."""
+    planned = _u_distribution(n, m)
+    saved = _threshold(planned, alpha)
+    union = sum(planned[:saved + 1]) / sum(planned)
+    for k, level in enumerate(extension_levels(n, m, alpha), start=1):
+        if level is None:
+            continue
+        later = _u_distribution(n + k, m + k)
+        t = _threshold(later, level)
+        joint = _joint(n, m, k, t)
+        union += sum(w for (u0, u), w in joint.items() if u0 > saved and u <= t) / sum(
+            joint.values())
+        saved = t
+    return union

@@ -379,14 +379,25 @@ def _evidence(
             own = ([] if given is None
                    else [r for r in extension_baseline if r.round == given.round])
             alpha = None if given is None else given.judged_at(1 - each)
+            measured = sum(r.round == given.round for r in runs) if given is not None else 0
+            partial = given is not None and bool(own or measured) and (
+                len(own) != given.added or measured != given.added)
+            if partial:
+                # A round measured in part (a run failed for good): the level was counted for
+                # ``added`` runs of each, and no other count is paid for.
+                alpha = 0.0
             against = (baseline if not own else
                        _configuration(exp, "baseline", None, [*base_runs, *own], (), ()))
             candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), against,
                                          objectives, seed, margin=0.0, borrow=False,
                                          confidence=each, min_runs=min_runs,
                                          confirmed=True, rank_alpha=alpha))
-            if given is not None and any(r.round == given.round for r in runs):
-                stricter.append(f"{candidates[-1].id} (rank test at p <= {alpha:.2g})")
+            if given is not None and measured:
+                times = "" if given.added == 1 else (" twice" if given.added == 2
+                                                     else f" {given.added} times")
+                level = ("measured in part: it cannot be called better" if partial
+                         else f"rank test at p <= {alpha:.2g}")
+                stricter.append(f"{candidates[-1].id}{times} ({level})")
         rounds = len({r.round for rs in confirm.values() for r in rs})
         searched = sum(len(by_settings.get(key, [])) for key in confirm)
         note = (f"confirmation: {sum(len(rs) for rs in confirm.values())} runs of "
@@ -398,7 +409,7 @@ def _evidence(
                 f"{len(confirmed_baseline)} runs interleaved with the candidates")
         if stricter:
             note += (f". One more round after the planned ones measured {', '.join(stricter)} "
-                     "and the baseline, the leader being undecided; it is judged at that "
+                     "and the baseline as often, the leader being undecided; it is judged at that "
                      f"stricter level so that a wrong 'better' at either look stays within "
                      f"{1 - each:.2g}, against the baseline's runs with that round's, which no "
                      "other candidate is judged against (autotune.evidence.extension)")
@@ -555,7 +566,7 @@ def _side(change: float) -> str:
 def _rank(c: Configuration, primary: Objective,
           by_mean: bool) -> tuple[float, float, float, str]:
     """Best first: ``by_mean``, by ``significance.rank_key`` of the runs (the mean, then the
-    median: as the confirmation's leader is chosen, ``confirm._ranked``); otherwise by the
+    median: as the confirmation's leader is chosen, ``confirm._standing``); otherwise by the
     median; then the trial number."""
     trial = float("inf") if c.trial is None else float(c.trial)
     values = [r.values[0] for r in c.runs if r.values]

@@ -76,22 +76,24 @@ differing (``benchmarks/bench_significance.py``; docs/measurements/exact-2026-12
 whole confirmation, 3 of 7 search values confirmed, adopts wrongly in 2.9-3.3% of runs at noise
 sigma 0.1-0.3 (4.4-6.0% on the bootstrap alone; 12.7-19.7% when the search value was pooled and
 each candidate judged at the family's level); the whole product replayed with every
-configuration alike (``whole_run --null``), 4-5% (a chance drift call and its scaling, which is
-not exact, make most of the rest). ``k`` only grows over nights: a study continued night after
-night gets harder to adopt from, and a report re-made on night 2 may call night 1's candidate
-unclear.
+configuration alike (``whole_run --null``), 4-5% (5-5.5% with the extension round: 11 of 200,
+5 of 100; a chance drift call and its scaling, which is not exact, make most of the rest).
+``k`` only grows over nights: a study continued night after night gets harder to adopt from,
+and a report re-made on night 2 may call night 1's candidate unclear.
 
 **Extension** (``extension_round``, since 2026-12-05). After the planned rounds, a leader the
-report would call undecided ("unclear") against the baseline gets one more run, and the baseline
-one more, when those two runs could still make it "better", and is then judged at a stricter
-rank-test level, chosen so that a wrong "better" at either look (the planned one or this one)
-stays within the candidate's share of alpha (``autotune.evidence.extension``, counted exactly:
-at 3 runs against 6 and 1.67%, the extension may allow one crossing at 4 against 7, p <= 0.61%,
-and the two looks together are wrong at most 1.39% of the time). The level is recorded
-(``EXTENSION_ATTR``) before the round is measured, and the report holds the candidate to it. It
-is given only when no earlier look could decide (the default rounds: the count assumes one
-planned look), and once per call. It costs 2 trials in the runs it is given in; what it buys
-was replayed before it was adopted (docs/measurements/extension-2026-12-05.txt).
+report would call undecided ("unclear") against the baseline gets one or two more runs, and the
+baseline as many, the fewest that could still make it "better", and is then judged at a
+stricter rank-test level, chosen so that a wrong "better" at either look (the planned one or
+this one) stays within the candidate's share of alpha (``autotune.evidence.extension``, counted
+exactly: at 3 runs against 6 and 1.67%, a leader one crossing short gets one run a side and may
+keep that one crossing at 4 against 7, p <= 0.61%; two or three short, two runs a side and up
+to 3 crossings at 5 against 8, p <= 0.54%; the two looks together are wrong at most 1.54% of
+the time). The level is recorded (``EXTENSION_ATTR``) before the round is measured, and the
+report holds the candidate to it. It is given only when no earlier look could decide (the
+default rounds: the count assumes one planned look), and once per call. It costs 2 or 4 trials
+in the runs it is given in; what it buys was replayed before it was adopted
+(docs/measurements/extension-2026-12-05.txt, extension-2026-12-05b.txt).
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -110,7 +112,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.evidence import significance as sig
 from autotune.evidence.drift import Trend, steadied
-from autotune.evidence.extension import extension_level
+from autotune.evidence.extension import MOST_ADDED, extension_level, extension_levels
 from autotune.evidence.members import differing
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
@@ -153,10 +155,10 @@ reads it back)."""
 
 @dataclass(frozen=True)
 class Extension:
-    """One candidate's extension round (``extension_round``). The baseline's run in that round
-    counts in this candidate's comparison only: pooled for the other candidates (judged on
-    their planned runs at their full share) it would be a second look nothing pays for, and it
-    stays out of the drift trend and of later looks too."""
+    """One candidate's extension round (``extension_round``). The baseline's runs in that round
+    count in this candidate's comparison only: pooled for the other candidates (judged on
+    their planned runs at their full share) they would be a second look nothing pays for, and
+    they stay out of the drift trend and of later looks too."""
 
     level: float
     """The rank test's level, recorded before the round was measured."""
@@ -164,24 +166,40 @@ class Extension:
     """The confirmation round the extension was measured in."""
     runs: tuple[int, int]
     """The candidate's and the baseline's runs at the planned look the level was counted for."""
+    added: int = 1
+    """Runs of each the round adds (``autotune.evidence.extension``: the fewest that could
+    pass; 1 in a study extended before 2026-12-05 (b))."""
 
     def judged_at(self, alpha: float) -> float:
         """The level to judge the candidate at when its share of alpha is ``alpha``: the
         recorded one, or the two-look level recounted at ``alpha`` when a study continued over
         nights judges more candidates and ``alpha`` shrank (0 when no level fits: it cannot be
         called better)."""
-        again = extension_level(*self.runs, alpha)
+        if not 1 <= self.added <= MOST_ADDED:  # a record this version cannot count
+            return 0.0
+        again = extension_level(*self.runs, alpha, self.added)
         return min(self.level, 0.0 if again is None else again)
 
     def record(self) -> dict[str, Any]:
-        return {"level": self.level, "round": self.round, "runs": list(self.runs)}
+        return {"level": self.level, "round": self.round, "runs": list(self.runs),
+                "added": self.added}
 
 
 def extensions(attrs: Mapping[str, Any]) -> dict[str, Extension]:
     """The extension rounds a study's search-study user attrs record, by settings key. Pure."""
     return {key: Extension(level=float(e["level"]), round=int(e["round"]),
-                           runs=(int(e["runs"][0]), int(e["runs"][1])))
+                           runs=(int(e["runs"][0]), int(e["runs"][1])),
+                           added=int(e.get("added", 1)))
             for key, e in (attrs.get(EXTENSION_ATTR) or {}).items()}
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An extension round ``extension_for`` gives: ``added`` more runs of the leader and of the
+    baseline, the leader then called better at a rank-test p-value <= ``level``."""
+
+    added: int
+    level: float
 
 
 MIN_RUNS = 3
@@ -260,7 +278,7 @@ def undecided(
       another, a 4% look the split does not pay for.
     - The runner-up does not matter once the best is decided "better": the report adopts the
       best mean among the feasible candidates called better (``significance.typical``), and
-      the best is the best mean of tonight's feasible candidates (``_ranked``), so the
+      the best is the best mean of tonight's feasible candidates (``_standing``), so the
       runner-up's runs cannot change the verdict or the configuration adopted (a candidate of
       an earlier night, with a better mean and called better, still can: the report judges
       it at the verdict's level). Measuring the runner-up until separated was priced and
@@ -544,8 +562,8 @@ def _warn_if_no_adopt_possible(studies: st.Studies, runs: int, tonight: int, rep
                                verdict: float, *, extendable: bool = False) -> None:
     """Warn when the planned runs cannot reach the exact rank test's level whatever they read
     (``significance.separation_p``: its smallest p-value is 1 / C(n + m, n)), nor can an
-    extension round's: e.g. a study confirmed at 99.5% before (each of 3 at 0.17%; 4 runs
-    against 7 give 0.30% at best) or ``--top 17``. ``runs``: the most a candidate can hold at
+    extension round's: e.g. a study confirmed at 99.9% before (each of 3 at 0.033%; 5 runs
+    against 8 give 0.078% at best) or ``--top 65``. ``runs``: the most a candidate can hold at
     the verdict; the baseline's and the candidates' counts are the report's (``pooled_values``,
     ``judged``).
     ``extendable``: an extension round may follow the planned ones (``extension_round``); a plan
@@ -555,11 +573,11 @@ def _warn_if_no_adopt_possible(studies: st.Studies, runs: int, tonight: int, rep
     k = max(tonight, judged(studies))
     level = 1 - sig.each_of(verdict, k)
     best = 1 / math.comb(runs + baseline, runs)
-    if runs >= MIN_RUNS and best > level and extendable and extension_level(
-            runs, baseline, level) is not None:
+    if runs >= MIN_RUNS and best > level and extendable and any(
+            e is not None for e in extension_levels(runs, baseline, level)):
         log.info("%d runs of a candidate against %d of the baseline cannot pass the exact rank "
                  "test at the %.2f%% each of %d candidates may spend: only an extension round "
-                 "(one more run of the leader and of the baseline) can adopt", runs, baseline,
+                 "(more runs of the leader and of the baseline) can adopt", runs, baseline,
                  level * 100, k)
     elif runs >= MIN_RUNS and best > level:
         log.warning("this confirmation cannot adopt: at most %d runs of a candidate against %d "
@@ -672,7 +690,7 @@ class _Standing:
     steady: Trend | None
 
 
-def _ranked(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) -> _Standing:
+def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) -> _Standing:
     """The measured candidates the report may adopt, best first (by ``significance.rank_key``
     of the confirmation runs of each, as the report chooses), those runs by trial, and the
     baseline's, scaled by the baseline's trend when it drifted (``steadiness``, found once a
@@ -696,7 +714,7 @@ def sequential_round(
     the best and what is not yet separated from it: the baseline, the runner-up. Its number
     follows every confirmation round of the study (a continued study keeps earlier nights')."""
     direction = directions(exp)[0]
-    standing = _ranked(exp, studies, candidates)
+    standing = _standing(exp, studies, candidates)
     ranked, values, baseline, steady = (standing.ranked, standing.values, standing.baseline,
                                         standing.steady)
     # Each candidate at the level the report will judge it: Bonferroni over every candidate
@@ -709,7 +727,8 @@ def sequential_round(
         return []
     best, metric = ranked[0], exp.goals[0].label
     runner_up = ranked[1] if len(ranked) > 1 else None
-    extended = {key: e.level for key, e in extensions(studies.search.user_attrs).items()}
+    extended = {key: e.judged_at(1 - levels.verdict)
+                for key, e in extensions(studies.search.user_attrs).items()}
     pending = undecided(values[best.trial], baseline,
                         None if runner_up is None else values[runner_up.trial],
                         levels=levels, metric=metric, direction=direction,
@@ -750,7 +769,7 @@ def extension_round(
     if levels.interim < 1.0:
         return []
     direction, metric = directions(exp)[0], exp.goals[0].label
-    standing = _ranked(exp, studies, candidates)
+    standing = _standing(exp, studies, candidates)
     if not standing.ranked or not standing.baseline:
         return []
     recorded = extensions(studies.search.user_attrs)
@@ -768,20 +787,23 @@ def extension_round(
     if key in recorded or any(call(p) == "better" for p in standing.ranked):
         return []
     mine = standing.values[best.trial]
-    level = extension_for(mine, searched_values(studies, best.settings, standing.steady),
+    offer = extension_for(mine, searched_values(studies, best.settings, standing.steady),
                           standing.baseline, each=each, metric=metric, direction=direction)
-    if level is None:
+    if offer is None:
         return []
     done = _last_round(studies)
-    given = Extension(level=level, round=done + 1, runs=(len(mine), len(standing.baseline)))
+    given = Extension(level=offer.level, round=done + 1,
+                      runs=(len(mine), len(standing.baseline)), added=offer.added)
     studies.search.set_user_attr(EXTENSION_ATTR, {
         **{k: e.record() for k, e in recorded.items()}, key: given.record()})
-    log.info("round %d left #%d undecided: one more round of #%d and the baseline, judged at "
-             "p <= %.2g so that a wrong 'better' at either look stays within %.2g", done,
-             best.trial, best.trial, level, 1 - each)
-    # "extension": for the record (trials.jsonl); the report finds the round by Extension.
+    log.info("round %d left #%d undecided: %d more run(s) of #%d and of the baseline, judged "
+             "at p <= %.2g so that a wrong 'better' at either look stays within %.2g", done,
+             best.trial, offer.added, best.trial, offer.level, 1 - each)
+    # Shuffled by ``confirm`` like every round. "extension": for the record (trials.jsonl);
+    # the report finds the round by Extension.
     return [{"kind": TrialKind.CONFIRM.value, "settings": settings, "candidate": candidate,
              "round": given.round, "sequential": True, "extension": True}
+            for _ in range(offer.added)
             for candidate, settings in ((BASELINE, exp.baseline_settings()),
                                         (best.trial, best.settings))]
 
@@ -796,33 +818,37 @@ def _last_round(studies: st.Studies) -> int:
 def extension_for(
     mine: Sequence[float], searched: Sequence[float], baseline: Sequence[float], *, each: float,
     metric: str, direction: sig.Direction,
-) -> float | None:
-    """The rank-test level of an extension round for a leader with confirmation runs ``mine``
-    (and the search values that chose it, ``searched``), judged at ``each`` against
-    ``baseline``, or None when it gets none: it is not undecided as the report judges it, or
-    one more run of each could not make it "better" at the level
-    ``autotune.evidence.extension`` allows. Pure."""
+) -> Offer | None:
+    """The extension round for a leader with confirmation runs ``mine`` (and the search values
+    that chose it, ``searched``), judged at ``each`` against ``baseline``, or None when it gets
+    none: it is not undecided as the report judges it, or no round of the sizes
+    ``autotune.evidence.extension`` counts could make it "better" at the level it allows. The
+    round is the smallest that could (the count assumes it). Pure."""
     if len(mine) < MIN_RUNS:
         return None
     call = sig.judge(mine, searched, baseline, metric=metric, direction=direction,
                      confidence=each, min_runs=MIN_RUNS)
     if call.outcome != "unclear":
         return None
-    level = extension_level(len(mine), len(baseline), 1 - each)
-    if level is None or _best_possible_p(mine, baseline, direction) > level + 1e-9:
-        return None
-    return level
+    levels = extension_levels(len(mine), len(baseline), 1 - each)
+    for added, level in enumerate(levels, start=1):
+        if level is not None and _best_possible_p(mine, baseline, direction,
+                                                  added) <= level + 1e-9:
+            return Offer(added, level)
+    return None
 
 
 def _best_possible_p(mine: Sequence[float], baseline: Sequence[float],
-                     direction: sig.Direction) -> float:
-    """The rank test's p after one more run of each, at best: the candidate's new run better
-    than every run so far and the baseline's worse. Pure."""
+                     direction: sig.Direction, added: int) -> float:
+    """The rank test's p after ``added`` more runs of each, at best: the candidate's new runs
+    better than every run so far and the baseline's worse, all distinct (ties would share a
+    mid-rank and understate it). Pure."""
     low, high = min([*mine, *baseline]), max([*mine, *baseline])
     beyond = high - low + abs(high) + abs(low) + 1.0
-    best, worst = (low - beyond, high + beyond) if direction == "minimize" else (high + beyond,
-                                                                                 low - beyond)
-    return sig.separation_p([*mine, best], [*baseline, worst], direction=direction)
+    sign = 1.0 if direction == "minimize" else -1.0
+    best = [(low if sign > 0 else high) - sign * (beyond + i) for i in range(added)]
+    worst = [(high if sign > 0 else low) + sign * (beyond + i) for i in range(added)]
+    return sig.separation_p([*mine, *best], [*baseline, *worst], direction=direction)
 
 
 def adaptive_round(
@@ -830,9 +856,9 @@ def adaptive_round(
 ) -> list[dict[str, Any]]:
     """The next adaptive round's entries, or [] when the best candidate is separated from the
     runner-up and from the baseline (or there is nothing to separate). Like the sequential
-    looks it leads with the best mean among the candidates feasible in every run (``_ranked``)."""
+    looks it leads with the best mean among the candidates feasible in every run (``_standing``)."""
     direction = directions(exp)[0]
-    standing = _ranked(exp, studies, candidates)
+    standing = _standing(exp, studies, candidates)
     ranked, values, baseline = standing.ranked, standing.values, standing.baseline
     if not ranked or not baseline:
         return []

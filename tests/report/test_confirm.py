@@ -631,14 +631,19 @@ def _confirm_warnings(tmp: Path, caplog: pytest.LogCaptureFixture, *, searched: 
 
 def test_a_plan_that_cannot_pass_the_rank_test_is_warned_about(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # A study confirmed at 99.5% before (a later call never lowers it): each of 3 candidates
-    # may spend 0.17%, and 3 runs against 6 separate by chance with 1.19% at best, 4 against 7
-    # (an extension round) with 0.30%: the confirmation cannot adopt whatever it measures, and
-    # says so before measuring.
+    # A study confirmed at 99.9% before (a later call never lowers it): each of 3 candidates
+    # may spend 0.033%, and 3 runs against 6 separate by chance with 1.19% at best, 5 against 8
+    # (the largest extension round) with 0.078%: the confirmation cannot adopt whatever it
+    # measures, and says so before measuring.
     text, verdict = _confirm_warnings(tmp_path / "strict", caplog, searched=8, top=3,
-                                      repeats=3, confidence=0.995)
+                                      repeats=3, confidence=0.999)
     assert "this confirmation cannot adopt: at most 3 runs of a candidate against 6" in text
     assert verdict != "adopt"
+    # At 99.5% (0.17% each) only a two-run extension can (5 against 8, every run apart, at
+    # 0.078%): no warning, and without noise it adopts (warned about before 2026-12-05 (b)).
+    text, verdict = _confirm_warnings(tmp_path / "half", caplog, searched=8, top=3, repeats=3,
+                                      confidence=0.995)
+    assert "cannot adopt" not in text and verdict == "adopt"
     # Five candidates at 95%: each may spend 1%, which 3 runs against 6 cannot reach (1.19%)
     # but the extension's 4 against 7 can (0.61% allowed): no warning, and without noise it
     # adopts (it was warned about, and could not adopt, before the extension).

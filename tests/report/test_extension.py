@@ -1,16 +1,19 @@
 """The extension round (autotune.evidence.extension, autotune.study.confirm.extension_round):
-one more run of an undecided leader and of the baseline, held to its level at both looks."""
+one or two more runs of an undecided leader and of the baseline, held to its level at both
+looks."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from autotune.evidence import significance as sig
-from autotune.evidence.extension import UP_TO, extension_level
+from autotune.evidence.extension import UP_TO, extension_level, extension_levels, union_bound
 from autotune.experiment import Experiment
 from autotune.report import build_report
 from autotune.study.confirm import (
@@ -19,6 +22,7 @@ from autotune.study.confirm import (
     Extension,
     confirm,
     extension_for,
+    extensions,
     look_levels,
     silent_looks,
 )
@@ -31,57 +35,83 @@ from tests.report.builder import experiment as builder_experiment
 from tests.report.simstudy import EXPERIMENT, open_sim
 
 
-def _union(n: int, m_: int, alpha: float, level: float) -> float:
-    """P(the planned look or the extension calls "better") when nothing differs, counted over
-    every equally likely order of n + m + 2 distinct runs with the product's own p-value
-    (``separation_p``), not with the module's crossing count."""
-    total = n + m_ + 2
-    hits = cases = 0
-    for new_c, new_b in itertools.permutations(range(total), 2):
-        rest = [v for v in range(total) if v not in (new_c, new_b)]
-        for picked in itertools.combinations(rest, n):
-            c = [float(v) for v in picked]
-            b = [float(v) for v in rest if v not in picked]
-            first = sig.separation_p(c, b, direction="minimize") <= alpha + 1e-9
-            second = sig.separation_p([*c, float(new_c)], [*b, float(new_b)],
-                                      direction="minimize") <= level + 1e-9
-            hits += first or second
-            cases += 1
-    return hits / cases
+def _p(c: Sequence[float], b: Sequence[float]) -> float:
+    return sig.separation_p(c, b, direction="minimize")
+
+
+def _union(n: int, m_: int, alpha: float, levels: Sequence[float | None]) -> float:
+    """P(the planned look or the extension calls "better") when nothing differs, with the
+    product's own p-value (``separation_p``), not with the module's crossing count: every
+    split of the n + m planned runs is equally likely, and, given the split, every way the new
+    runs fall among them. The extension takes the fewest runs a side (``levels``: 1, 2) whose
+    best case passes."""
+    p = functools.cache(lambda c, b: _p(c, b))
+    planned = n + m_
+    splits = list(itertools.combinations(range(planned), n))
+    hits = 0.0
+    for picked in splits:
+        c = tuple(float(v) for v in picked)
+        b = tuple(float(v) for v in range(planned) if v not in picked)
+        if p(c, b) <= alpha + 1e-9:
+            hits += 1
+            continue
+        chosen = [(added, level) for added, level in enumerate(levels, start=1)
+                  if level is not None
+                  and p((*(-1.0 - i for i in range(added)), *c),
+                        (*b, *(planned + i for i in range(added)))) <= level + 1e-9]
+        if not chosen:
+            continue
+        added, level = chosen[0]
+        total = planned + 2 * added
+        wins = cases = 0
+        for new in itertools.combinations(range(total), 2 * added):
+            rest = [v for v in range(total) if v not in new]
+            for new_c in itertools.combinations(new, added):
+                cc = sorted([*(rest[int(v)] for v in c), *new_c])
+                bb = sorted([*(rest[int(v)] for v in b), *(v for v in new if v not in new_c)])
+                wins += p(tuple(map(float, cc)), tuple(map(float, bb))) <= level + 1e-9
+                cases += 1
+        hits += wins / cases
+    return hits / len(splits)
 
 
 @pytest.mark.parametrize(("n", "m_", "alpha"), [(3, 6, 0.05 / 3), (2, 4, 0.05), (3, 4, 0.1)])
 def test_both_looks_together_stay_within_alpha_and_no_looser_level_would(
         n: int, m_: int, alpha: float) -> None:
-    level = extension_level(n, m_, alpha)
-    assert level is not None
-    assert _union(n, m_, alpha, level) <= alpha + 1e-9
-    # The next attainable level at n + 1 against m + 1 would overshoot: the level is the
-    # largest that holds, not a guess on the safe side.
-    looser = min(p for p in _attainable(n + 1, m_ + 1) if p > level + 1e-12)
-    assert _union(n, m_, alpha, looser) > alpha
+    levels = extension_levels(n, m_, alpha)
+    assert all(level is not None for level in levels)
+    union = _union(n, m_, alpha, levels)
+    assert union <= alpha + 1e-9
+    assert union == pytest.approx(union_bound(n, m_, alpha))
+    # The next attainable level at n + k against m + k would overshoot, for either k: each
+    # level is the largest that holds, not a guess on the safe side.
+    for k in (1, 2):
+        looser = min(p for p in _attainable(n + k, m_ + k) if p > levels[k - 1] + 1e-12)
+        assert _union(n, m_, alpha, [looser if i == k - 1 else v
+                                     for i, v in enumerate(levels)]) > alpha
 
 
 def _attainable(n: int, m_: int) -> set[float]:
     values = [float(v) for v in range(n + m_)]
-    return {round(sig.separation_p(list(c), [v for v in values if v not in c],
-                                   direction="minimize"), 12)
+    return {round(_p(list(c), [v for v in values if v not in c]), 12)
             for c in itertools.combinations(values, n)}
 
 
 def test_the_default_confirmation_allows_one_crossing_at_four_against_seven() -> None:
-    # 3 runs against 6 at 1.67% (each of 3 candidates): planned, U = 0 (1/84 = 1.19%); the
-    # extension, U <= 1 at 4 against 7 (2/330 = 0.61%): together 1.39%.
-    assert extension_level(3, 6, 0.05 / 3) == pytest.approx(2 / 330)
-    assert _union(3, 6, 0.05 / 3, 2 / 330) == pytest.approx(0.013852813852813853)
+    # 3 runs against 6 at 1.67% (each of 3 candidates): planned, U = 0 (1/84 = 1.19%); one
+    # crossing short, one run more a side, U <= 1 at 4 against 7 (2/330 = 0.61%); two or three
+    # short, two more, U <= 3 at 5 against 8 (7/1287 = 0.54%): together 1.54%.
+    assert extension_levels(3, 6, 0.05 / 3) == pytest.approx((2 / 330, 7 / 1287))
+    assert extension_level(3, 6, 0.05 / 3, 2) == pytest.approx(7 / 1287)
+    assert union_bound(3, 6, 0.05 / 3) == pytest.approx(0.015401265401265402)
     # No level fits when even the extension's best split is too likely (1 against 1, 1%).
-    assert extension_level(1, 1, 0.01) is None
+    assert extension_levels(1, 1, 0.01) == (None, None)
     # A sample beyond UP_TO gets no extension (the count would cost more than it tells).
-    assert extension_level(5, UP_TO - 4, 0.05) is None
+    assert extension_levels(5, UP_TO - 4, 0.05) == (None, None)
 
 
 def _leader(tmp: Path, candidate: list[float], baseline: list[float],
-            extra: tuple[float, float] | None = None) -> Builder:
+            extra: tuple[list[float], list[float]] | None = None) -> Builder:
     """A sequential confirmation's evidence judged at 98.33% (each of 3 candidates' share of
     5%, here held by one): one candidate (#0) with its search trial and 3 confirmation rounds,
     the baseline's 3 repeats and 3 interleaved runs; ``extra``: the extension round's
@@ -97,13 +127,17 @@ def _leader(tmp: Path, candidate: list[float], baseline: list[float],
         bld.add("reference", "confirm", settings, m(c), candidate=0, round=r)
     bld.studies.search.set_user_attr(CONFIDENCE_ATTR, EACH)
     if extra is not None:
-        level = extension_for(candidate, [candidate[0] * 0.9], baseline, each=EACH,
+        offer = extension_for(candidate, [candidate[0] * 0.9], baseline, each=EACH,
                               metric="p99_latency", direction="minimize")
-        assert level is not None
+        # (a side shorter than the other: a run of the round that failed for good)
+        assert offer is not None and offer.added == max(map(len, extra))
         bld.studies.search.set_user_attr(EXTENSION_ATTR, {
-            settings_key(settings): Extension(level, 4, (3, 6)).record()})
-        bld.add("reference", "confirm", base, m(extra[1]), candidate="baseline", round=4)
-        bld.add("reference", "confirm", settings, m(extra[0]), candidate=0, round=4)
+            settings_key(settings): Extension(offer.level, 4, (3, 6), offer.added).record()})
+        for c, b in itertools.zip_longest(*extra):
+            if b is not None:
+                bld.add("reference", "confirm", base, m(b), candidate="baseline", round=4)
+            if c is not None:
+                bld.add("reference", "confirm", settings, m(c), candidate=0, round=4)
     return bld
 
 
@@ -118,25 +152,66 @@ def test_a_leader_one_crossing_short_is_given_an_extension_and_judged_stricter(
         tmp_path: Path) -> None:
     before = build_report(*_parts(_leader(tmp_path / "a", CANDIDATE, BASELINE)))
     assert before.verdict == "inconclusive"
-    level = extension_for(CANDIDATE, [6.3], BASELINE, each=EACH, metric="p99_latency",
+    offer = extension_for(CANDIDATE, [6.3], BASELINE, each=EACH, metric="p99_latency",
                           direction="minimize")
-    assert level == pytest.approx(2 / 330)
+    assert offer is not None and offer.added == 1
+    assert offer.level == pytest.approx(2 / 330)
     # Its fourth run beats every baseline run and the baseline's seventh is slower than every
     # candidate run: one crossing in 28 pairs, p = 2/330 -> ADOPT, at the stricter level.
-    after = build_report(*_parts(_leader(tmp_path / "b", CANDIDATE, BASELINE, (7.1, 10.5))))
+    after = build_report(*_parts(_leader(tmp_path / "b", CANDIDATE, BASELINE, ([7.1], [10.5]))))
     assert after.verdict == "adopt", after.reason
     assert "rank test p = 0.0061 (at most 0.0061 to call it better)" in after.reason
-    assert "One more round after the planned ones measured #0 (rank test at p <= 0.0061)" in (
-        after.evidence_note)
+    assert ("One more round after the planned ones measured #0 (rank test at p <= 0.0061) and "
+            "the baseline as often") in after.evidence_note
     # The same runs with a second crossing in the extension (the new baseline run 8.0 is
     # faster than 9.5): 4/330 = 1.2% is under the planned look's 1.67%, but not under the
     # extension's level.
-    worse = build_report(*_parts(_leader(tmp_path / "c", CANDIDATE, BASELINE, (7.1, 8.0))))
+    worse = build_report(*_parts(_leader(tmp_path / "c", CANDIDATE, BASELINE, ([7.1], [8.0]))))
     assert worse.verdict == "inconclusive"
 
 
 def _parts(bld: Builder) -> tuple[Experiment, Studies]:
     return bld.exp, bld.studies
+
+
+def test_a_leader_two_or_three_crossings_short_is_given_two_more_runs(tmp_path: Path) -> None:
+    # Two candidate runs (9.2, 9.5) slower than one baseline run (9.0): U = 2 at 3 against 6
+    # (p = 4/84). One more run a side cannot pass (U <= 1 allowed at 4 against 7); two can
+    # (U <= 3 at 5 against 8, p <= 7/1287).
+    two_short = [7.0, 9.2, 9.5]
+    offer = extension_for(two_short, [6.3], BASELINE, each=EACH, metric="p99_latency",
+                          direction="minimize")
+    assert offer is not None and offer.added == 2
+    assert offer.level == pytest.approx(7 / 1287)
+    # Both new runs beat every baseline run and the baseline's are the slowest: U = 2 at 5
+    # against 8, p = 4/1287 -> ADOPT.
+    after = build_report(*_parts(_leader(tmp_path / "a", two_short, BASELINE,
+                                         ([7.1, 7.3], [10.5, 10.6]))))
+    assert after.verdict == "adopt", after.reason
+    assert "measured #0 twice (rank test at p <= 0.0054)" in after.evidence_note
+    [held] = [c for c in after.candidates if c.id == "#0"]
+    assert len(held.runs) == 5 and held.comparisons[0].n_baseline == 8
+    # Both new runs slower than the baseline's 9.0: U = 4, p = 12/1287 = 0.93%, under the
+    # planned look's 1.67% but not under the extension's level -> still INCONCLUSIVE.
+    worse = build_report(*_parts(_leader(tmp_path / "b", two_short, BASELINE,
+                                         ([9.3, 9.4], [10.5, 10.6]))))
+    assert worse.verdict == "inconclusive", worse.reason
+
+
+def test_a_round_measured_in_part_cannot_call_the_leader_better(tmp_path: Path) -> None:
+    # The two-run round lost one baseline run for good: 5 against 7 was never counted (its
+    # U = 2 would pass at 4/792 = 0.51% < 0.54%), so the leader cannot be called better.
+    report = build_report(*_parts(_leader(tmp_path, [7.0, 9.2, 9.5], BASELINE,
+                                          ([7.1, 7.3], [10.5]))))
+    assert report.verdict == "inconclusive", report.reason
+    assert "#0 twice (measured in part: it cannot be called better)" in report.evidence_note
+
+
+def test_a_record_from_before_two_run_rounds_reads_as_one_run() -> None:
+    [old] = extensions({EXTENSION_ATTR: {"k": {"level": 2 / 330, "round": 4,
+                                                "runs": [3, 6]}}}).values()
+    assert old == Extension(2 / 330, 4, (3, 6), 1)
+    assert old.judged_at(0.05 / 3) == pytest.approx(2 / 330)
 
 
 def test_the_extension_run_of_the_baseline_is_no_second_look_for_the_other_candidates(
@@ -173,8 +248,9 @@ def test_the_extension_run_of_the_baseline_is_no_second_look_for_the_other_candi
 
 
 def test_no_extension_for_a_leader_no_round_could_save() -> None:
-    # Two crossings: at best U = 2 at 4 against 7 (1.2% > the level): no round is spent.
-    assert extension_for([7.0, 9.2, 9.5], [6.3], BASELINE, each=EACH, metric="x",
+    # Four crossings (9.5 > 9.0; 10.15 > 9.0, 10.0, 10.1): at best U = 4 at 5 against 8
+    # (12/1287 = 0.93% > the two-run level's 0.54%): no round is spent.
+    assert extension_for([7.0, 9.5, 10.15], [6.3], BASELINE, each=EACH, metric="x",
                          direction="minimize") is None
     # Already better, or clearly no better: nothing to extend.
     assert extension_for([7.0, 7.2, 7.4], [6.3], BASELINE, each=EACH, metric="x",
@@ -205,20 +281,21 @@ def test_the_confirmation_runs_the_extension_and_the_report_holds_it(tmp_path: P
             plain += 1
             continue
         extended += 1
-        assert max(rounds) == 4 and "baseline" in rounds[4] and len(rounds[4]) == 2
         [given] = recorded.values()
-        level = given["level"]
+        level, added = given["level"], given["added"]
+        assert max(rounds) == 4 and rounds[4].count("baseline") == added
+        assert len(rounds[4]) == 2 * added
         report = build_report(sim.exp, sim.studies)
         assert f"rank test at p <= {level:.2g}" in report.evidence_note
         chosen = [c for c in report.candidates if c.comparisons and c.id != "baseline"]
-        held = [c for c in chosen if len(c.runs) == 4]
+        held = [c for c in chosen if len(c.runs) == 3 + added]
         assert held and held[0].comparisons[0].rank_level == pytest.approx(level)
     # Seed 0 is extended, seeds 1-3 are not (checked when written): both paths are run.
     assert extended >= 1 and plain >= 1, (extended, plain)
 
 
 def test_the_budget_keeps_the_extension_back() -> None:
-    assert confirm_reserve(3, 3, 0, sequential=True) == 4 + 3 * 2 + 2
+    assert confirm_reserve(3, 3, 0, sequential=True) == 4 + 3 * 2 + 4
 
 
 def test_with_no_difference_the_confirmation_with_its_extension_adopts_under_five_percent(

@@ -25,8 +25,8 @@ from optuna.trial import TrialState
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
 
-EXTENSION_TRIALS = 2
-"""The sequential confirmation's extension round: the leader and the baseline once more
+EXTENSION_TRIALS = 4
+"""The sequential confirmation's extension round: the leader and the baseline up to twice more
 (``autotune.study.confirm.extension_round``), kept back for every sequential confirmation (it
 is given only when the planned rounds leave the leader undecided, which a plan cannot know)."""
 
