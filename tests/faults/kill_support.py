@@ -223,6 +223,7 @@ class Run:
                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, start_new_session=True)
         self.pid = self.popen.pid
+        self.caught: bool | None = None
         self.lines: list[tuple[float, str]] = []
         self.tail: deque[str] = deque(maxlen=60)
         self._cond = threading.Condition()
@@ -259,7 +260,11 @@ class Run:
                 self._cond.wait(min(left, 0.2))
 
     def send(self, sig: int) -> float:
-        """Signal the autotune process itself (its children have their own groups)."""
+        """Signal the autotune process itself (its children have their own groups). Whether it
+        had a handler for ``sig`` installed the moment before, or had exited (None), is kept in
+        ``caught``: the phase read from its output cannot say, since lines reach the reader
+        thread late (a run that had finished and exited looked killed in its last "read")."""
+        self.caught = catches(self.pid, sig)
         t = time.monotonic()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, sig)
@@ -300,6 +305,20 @@ class Run:
 
     def output(self, lines: int = 40) -> str:
         return "\n".join(list(self.tail)[-lines:])
+
+
+def catches(pid: int, sig: int) -> bool | None:
+    """Whether process ``pid`` runs a handler of its own for ``sig`` now (the kernel's
+    /proc/<pid>/status SigCgt mask, proc(5)); None once it has exited (a zombie not yet reaped,
+    or gone): a signal then changes nothing."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("State", "").strip().startswith(("Z", "X")):
+        return None
+    return bool(int(fields["SigCgt"].strip(), 16) >> (sig - 1) & 1)
 
 
 def run_cli(args: Sequence[str], cwd: Path, tag: str, timeout: float = 120.0,
