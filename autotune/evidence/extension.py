@@ -111,19 +111,15 @@ def _joint(n: int, m: int, k: int, cap: int) -> dict[tuple[int, int], int]:
 
 
 @functools.cache
-def extension_levels(n: int, m: int, alpha: float) -> tuple[float | None, ...]:
-    """levels[k - 1]: the one-sided p-value at most which a candidate's ``n + k`` runs against
-    the baseline's ``m + k`` are called better after the planned look at ``n`` against ``m``
-    was not, for k = 1 .. ``MOST_ADDED``, chosen (module docstring) so that a wrong "better" at
-    either look has probability at most ``alpha`` when k is the fewest runs that could pass;
-    None for a k no level fits. All None beyond ``UP_TO``. Pure."""
+def _plan(n: int, m: int, alpha: float) -> tuple[tuple[float | None, ...], float]:
+    """``extension_levels``' levels and the union they give (``union_bound``), counted once."""
     if n < 1 or m < 1 or not 0 < alpha < 1:
         raise ValueError("n, m >= 1 and 0 < alpha < 1")
-    if n + m > UP_TO:
-        return (None,) * MOST_ADDED
     planned = _u_distribution(n, m)
     saved = _threshold(planned, alpha)  # the planned look passes up to here
     union = sum(planned[:saved + 1]) / sum(planned)
+    if n + m > UP_TO:
+        return (None,) * MOST_ADDED, union
     levels: list[float | None] = []
     for k in range(1, MOST_ADDED + 1):
         later = _u_distribution(n + k, m + k)
@@ -145,7 +141,16 @@ def extension_levels(n: int, m: int, alpha: float) -> tuple[float | None, ...]:
         union += extra
         saved = t
         levels.append(sum(later[:t + 1]) / sum(later))
-    return tuple(levels)
+    return tuple(levels), union
+
+
+def extension_levels(n: int, m: int, alpha: float) -> tuple[float | None, ...]:
+    """levels[k - 1]: the one-sided p-value at most which a candidate's ``n + k`` runs against
+    the baseline's ``m + k`` are called better after the planned look at ``n`` against ``m``
+    was not, for k = 1 .. ``MOST_ADDED``, chosen (module docstring) so that a wrong "better" at
+    either look has probability at most ``alpha`` when k is the fewest runs that could pass;
+    None for a k no level fits. All None beyond ``UP_TO``. Pure."""
+    return _plan(n, m, alpha)[0]
 
 
 def extension_level(n: int, m: int, alpha: float, added: int = 1) -> float | None:
@@ -158,16 +163,4 @@ def extension_level(n: int, m: int, alpha: float, added: int = 1) -> float | Non
 def union_bound(n: int, m: int, alpha: float) -> float:
     """P(a wrong "better" at the planned look or its extension) when nothing differs, for the
     levels ``extension_levels`` chooses: at most ``alpha``. For the docs and the tests. Pure."""
-    planned = _u_distribution(n, m)
-    saved = _threshold(planned, alpha)
-    union = sum(planned[:saved + 1]) / sum(planned)
-    for k, level in enumerate(extension_levels(n, m, alpha), start=1):
-        if level is None:
-            continue
-        later = _u_distribution(n + k, m + k)
-        t = _threshold(later, level)
-        joint = _joint(n, m, k, t)
-        union += sum(w for (u0, u), w in joint.items() if u0 > saved and u <= t) / sum(
-            joint.values())
-        saved = t
-    return union
+    return _plan(n, m, alpha)[1]

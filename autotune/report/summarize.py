@@ -331,8 +331,15 @@ def _evidence(
     # (autotune.study.confirm.Extension): not in the drift, not for the other candidates.
     extended = extended or {}
     extension_rounds = {e.round for e in extended.values()}
-    confirmed_baseline = [r for r in done if r.kind == TrialKind.CONFIRM
-                          and r.candidate == BASELINE and r.round not in extension_rounds]
+
+    def interleaved(rows: Sequence[TrialRow]) -> tuple[list[TrialRow], list[TrialRow]]:
+        # The baseline's confirmation runs: those every candidate is judged against, and those
+        # of extension rounds.
+        runs = [r for r in rows if r.kind == TrialKind.CONFIRM and r.candidate == BASELINE]
+        return ([r for r in runs if r.round not in extension_rounds],
+                [r for r in runs if r.round in extension_rounds])
+
+    confirmed_baseline, _ = interleaved(done)
     # A host that drifted between the baseline's two groups biases evidence that mixes early
     # and late runs (autotune.evidence.drift): every run is then scaled by the baseline's trend
     # in time to what it would have read at the end, and the note and the reason say so.
@@ -346,12 +353,9 @@ def _evidence(
         repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     confirm: dict[str, list[TrialRow]] = {}
     for r in done:
-        if r.kind == TrialKind.CONFIRM:
-            key = BASELINE if r.candidate == BASELINE else settings_key(r.settings)
-            confirm.setdefault(key, []).append(r)
-    confirmed_baseline = confirm.pop(BASELINE, [])
-    extension_baseline = [r for r in confirmed_baseline if r.round in extension_rounds]
-    confirmed_baseline = [r for r in confirmed_baseline if r.round not in extension_rounds]
+        if r.kind == TrialKind.CONFIRM and r.candidate != BASELINE:
+            confirm.setdefault(settings_key(r.settings), []).append(r)
+    confirmed_baseline, extension_baseline = interleaved(done)
     search = [r for r in done if r.study == "search"]
     by_settings: dict[str, list[TrialRow]] = {}
     for r in search:
@@ -378,23 +382,18 @@ def _evidence(
             given = extended.get(key)
             own = ([] if given is None
                    else [r for r in extension_baseline if r.round == given.round])
-            alpha = None if given is None else given.judged_at(1 - each)
-            measured = sum(r.round == given.round for r in runs) if given is not None else 0
-            partial = given is not None and bool(own or measured) and (
-                len(own) != given.added or measured != given.added)
-            if partial:
-                # A round measured in part (a run failed for good): the level was counted for
-                # ``added`` runs of each, and no other count is paid for.
-                alpha = 0.0
+            measured = (0 if given is None else sum(r.round == given.round for r in runs),
+                        len(own))
+            alpha = None if given is None else given.level_for(1 - each, measured)
+            partial = given is not None and given.in_part(measured)
             against = (baseline if not own else
                        _configuration(exp, "baseline", None, [*base_runs, *own], (), ()))
             candidates.append(_candidate(exp, trial, runs, by_settings.get(key, []), against,
                                          objectives, seed, margin=0.0, borrow=False,
                                          confidence=each, min_runs=min_runs,
                                          confirmed=True, rank_alpha=alpha))
-            if given is not None and measured:
-                times = "" if given.added == 1 else (" twice" if given.added == 2
-                                                     else f" {given.added} times")
+            if given is not None and measured[0]:
+                times = {1: "", 2: " twice"}.get(given.added, f" {given.added} times")
                 level = ("measured in part: it cannot be called better" if partial
                          else f"rank test at p <= {alpha:.2g}")
                 stricter.append(f"{candidates[-1].id}{times} ({level})")

@@ -180,6 +180,19 @@ class Extension:
         again = extension_level(*self.runs, alpha, self.added)
         return min(self.level, 0.0 if again is None else again)
 
+    def in_part(self, measured: tuple[int, int]) -> bool:
+        """Whether the round was measured in part: ``measured``, the candidate's and the
+        baseline's completed runs in it, is neither none nor ``added`` of each (a run failed for
+        good)."""
+        return measured not in ((0, 0), (self.added, self.added))
+
+    def level_for(self, alpha: float, measured: tuple[int, int]) -> float:
+        """The level the report and the looks judge the candidate at (``judged_at``), or 0 when
+        the round was measured in part (``in_part``): its level was counted for ``added`` runs
+        of each, and no other count is paid for, so it cannot be called better. A round not yet
+        measured already holds the candidate to the stricter level."""
+        return 0.0 if self.in_part(measured) else self.judged_at(alpha)
+
     def record(self) -> dict[str, Any]:
         return {"level": self.level, "round": self.round, "runs": list(self.runs),
                 "added": self.added}
@@ -266,6 +279,7 @@ def undecided(
     *, levels: LookLevels, metric: str, direction: sig.Direction,
     searched: tuple[Sequence[float], Sequence[float]] = ((), ()),
     rank_alpha: tuple[float | None, float | None] = (None, None),
+    own: tuple[Sequence[float], Sequence[float]] = ((), ()),
 ) -> list[str]:
     """Which comparisons one early look leaves open: ``BASELINE`` and/or ``"runner-up"`` ([]
     when the confirmation may stop). Pure.
@@ -298,26 +312,27 @@ def undecided(
                            min_runs=MIN_RUNS).outcome
 
     def against(a: Sequence[float], search: Sequence[float], confidence: float,
-                alpha: float | None) -> str:
+                alpha: float | None, extra: Sequence[float]) -> str:
         # As the report judges a candidate (significance.judge; ``alpha``: its rank test's
-        # level after an extension round, Extension, which only ever lowers it).
-        return sig.judge(a, search, baseline, metric=metric, direction=direction,
+        # level after an extension round, Extension, which only ever lowers it, and ``extra``
+        # the baseline's runs in that round, which count for it alone).
+        return sig.judge(a, search, [*baseline, *extra], metric=metric, direction=direction,
                          confidence=confidence, min_runs=MIN_RUNS, rank_alpha=alpha).outcome
 
     # A look at 100% is one the split gave nothing (``silent_looks``): it never decides.
-    call = (against(best, searched[0], levels.interim, rank_alpha[0])
+    call = (against(best, searched[0], levels.interim, rank_alpha[0], own[0])
             if len(best) >= LOOK_RUNS and levels.interim < 1.0 else "unclear")
     todo = ([] if call != "unclear"
-            and call == against(best, searched[0], levels.verdict, rank_alpha[0])
+            and call == against(best, searched[0], levels.verdict, rank_alpha[0], own[0])
             else [BASELINE])
     # When the best is better the report adopts it (both rank candidates by the mean of every
     # run, significance.typical): the runner-up cannot change the verdict.
     if runner_up is not None and not (call == "better" and not todo):
         separated = (min(len(best), len(runner_up)) >= MIN_RUNS
                      and outcome(best, runner_up, levels.interim) != "unclear")
-        last = against(runner_up, searched[1], levels.verdict, rank_alpha[1])
+        last = against(runner_up, searched[1], levels.verdict, rank_alpha[1], own[1])
         final = last != "unclear" and last == against(runner_up, searched[1], levels.interim,
-                                                      rank_alpha[1])
+                                                      rank_alpha[1], own[1])
         if not (separated and final):
             todo.append("runner-up")
     return todo
@@ -687,7 +702,26 @@ class _Standing:
     ranked: list[Pick]
     values: dict[int, list[float]]
     baseline: list[float]
+    """The baseline's runs every candidate is judged against (``_pooled``)."""
     steady: Trend | None
+    given: dict[int, tuple[Extension, list[float], int]]
+    """By candidate trial, for one given an extension round: the ``Extension``, the baseline's
+    runs in that round (its alone: ``Extension``) and how many of the candidate's are."""
+
+    def own(self, trial: int) -> list[float]:
+        """The baseline's runs in a candidate's extension round ([] without one)."""
+        given = self.given.get(trial)
+        return [] if given is None else given[1]
+
+    def against(self, trial: int) -> list[float]:
+        """The baseline's runs a candidate is judged against: with its extension round's."""
+        return [*self.baseline, *self.own(trial)]
+
+    def rank_alpha(self, trial: int, alpha: float) -> float | None:
+        """The rank test's level for a candidate whose share is ``alpha``: its extension's
+        (``Extension.level_for``, as the report judges it), None without one."""
+        own = self.given.get(trial)
+        return None if own is None else own[0].level_for(alpha, (own[2], len(own[1])))
 
 
 def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) -> _Standing:
@@ -703,7 +737,25 @@ def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) 
     ranked = sorted((p for p in candidates if trials[p.trial]
                      and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
                     key=lambda p: (*sig.rank_key(values[p.trial], direction), p.trial))
-    return _Standing(ranked, values, [_value(t, steady) for t in _pooled(studies, None)], steady)
+    recorded = extensions(studies.search.user_attrs)
+    given: dict[int, tuple[Extension, list[float], int]] = {}
+    for p in candidates:
+        e = recorded.get(settings_key(p.settings))
+        if e is not None:
+            own = [_value(t, steady) for t in _extension_baseline(studies, e)]
+            given[p.trial] = (e, own, sum(t.user_attrs.get("round") == e.round
+                                          for t in trials[p.trial]))
+    return _Standing(ranked, values, [_value(t, steady) for t in _pooled(studies, None)], steady,
+                     given)
+
+
+def _extension_baseline(studies: st.Studies, e: Extension) -> list[FrozenTrial]:
+    """The baseline's completed runs in an extension round (``_pooled``'s order and members)."""
+    reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+    mine = comparable(reference)
+    return [t for t in reference if mine(t) and t.values
+            and t.user_attrs.get("kind") == TrialKind.CONFIRM
+            and t.user_attrs.get("candidate") == BASELINE and t.user_attrs.get("round") == e.round]
 
 
 def sequential_round(
@@ -727,24 +779,27 @@ def sequential_round(
         return []
     best, metric = ranked[0], exp.goals[0].label
     runner_up = ranked[1] if len(ranked) > 1 else None
-    extended = {key: e.judged_at(1 - levels.verdict)
-                for key, e in extensions(studies.search.user_attrs).items()}
+    # An extended candidate is judged as the report judges it: at its extension's level
+    # (Extension.level_for) against the baseline with that round's runs.
+    alpha = 1 - levels.verdict
     pending = undecided(values[best.trial], baseline,
                         None if runner_up is None else values[runner_up.trial],
                         levels=levels, metric=metric, direction=direction,
                         searched=(searched_values(studies, best.settings, steady),
                                   () if runner_up is None
                                   else searched_values(studies, runner_up.settings, steady)),
-                        rank_alpha=(extended.get(settings_key(best.settings)),
+                        rank_alpha=(standing.rank_alpha(best.trial, alpha),
                                     None if runner_up is None
-                                    else extended.get(settings_key(runner_up.settings))))
+                                    else standing.rank_alpha(runner_up.trial, alpha)),
+                        own=(standing.own(best.trial),
+                             () if runner_up is None else standing.own(runner_up.trial)))
     if not pending:
         log.info("confirmation decided after round %d at %.4g%% confidence: %s", done,
                  levels.interim * 100, sig.describe(sig.judge(
                      values[best.trial], searched_values(studies, best.settings, steady),
-                     baseline,
-                     metric=metric, direction=direction, confidence=levels.interim,
-                     min_runs=MIN_RUNS)))
+                     standing.against(best.trial), metric=metric, direction=direction,
+                     confidence=levels.interim, min_runs=MIN_RUNS,
+                     rank_alpha=standing.rank_alpha(best.trial, alpha))))
         return []
     todo: list[tuple[int | str, dict[str, Setting]]] = []
     if BASELINE in pending:
@@ -775,12 +830,12 @@ def extension_round(
     recorded = extensions(studies.search.user_attrs)
     each = sig.each_of(levels.verdict, judged(studies))
 
-    def call(p: Pick) -> str:
+    def call(p: Pick) -> str:  # as the report calls it
         searched = searched_values(studies, p.settings, standing.steady)
-        known = recorded.get(settings_key(p.settings))
-        return sig.judge(standing.values[p.trial], searched, standing.baseline, metric=metric,
-                         direction=direction, confidence=each, min_runs=MIN_RUNS,
-                         rank_alpha=None if known is None else known.level).outcome
+        return sig.judge(standing.values[p.trial], searched, standing.against(p.trial),
+                         metric=metric, direction=direction, confidence=each,
+                         min_runs=MIN_RUNS, rank_alpha=standing.rank_alpha(p.trial, 1 - each)
+                         ).outcome
 
     best = standing.ranked[0]
     key = settings_key(best.settings)

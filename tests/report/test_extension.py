@@ -20,12 +20,17 @@ from autotune.study.confirm import (
     CONFIDENCE_ATTR,
     EXTENSION_ATTR,
     Extension,
+    LookLevels,
     confirm,
     extension_for,
     extensions,
     look_levels,
+    pooled_values,
+    sequential_round,
     silent_looks,
+    top_configurations,
 )
+from autotune.study.loop import trial_summary
 from autotune.study.night.budget import confirm_reserve
 from autotune.study.space import settings_key
 from autotune.study.storage import Studies
@@ -207,6 +212,25 @@ def test_a_round_measured_in_part_cannot_call_the_leader_better(tmp_path: Path) 
     assert "#0 twice (measured in part: it cannot be called better)" in report.evidence_note
 
 
+@pytest.mark.parametrize(("extra", "adopt"), [(([7.1, 7.3], [10.5, 10.6]), True),
+                                              (([7.1, 7.3], [10.5]), False)])
+def test_a_later_look_judges_an_extended_leader_as_the_report_does(
+        tmp_path: Path, extra: tuple[list[float], list[float]], adopt: bool) -> None:
+    # A study continued on a later night looks at the leader again (sequential_round). It must
+    # judge it as the report does: against the baseline with its extension round's runs, at the
+    # round's level, and not at all when the round was measured in part. Measured in full (U = 2
+    # at 5 against 8, p = 4/1287 <= 7/1287) the report adopts and the look stops; against the
+    # planned baseline alone (5 against 6, p = 4/462 = 0.87%) it would go on. Measured in part
+    # (5 against 7, p = 4/792 = 0.51%: under the level, but never counted) neither calls it.
+    bld = _leader(tmp_path, [7.0, 9.2, 9.5], BASELINE, extra)
+    report = build_report(*_parts(bld))
+    assert report.verdict == ("adopt" if adopt else "inconclusive"), report.reason
+    picks = top_configurations([trial_summary(t) for t in bld.studies.search.get_trials()],
+                               ["minimize"], 1, exclude=[bld.exp.baseline_settings()])
+    look = sequential_round(bld.exp, bld.studies, picks, LookLevels(EACH, EACH))
+    assert (look == []) == adopt, look
+
+
 def test_a_record_from_before_two_run_rounds_reads_as_one_run() -> None:
     [old] = extensions({EXTENSION_ATTR: {"k": {"level": 2 / 330, "round": 4,
                                                 "runs": [3, 6]}}}).values()
@@ -214,14 +238,17 @@ def test_a_record_from_before_two_run_rounds_reads_as_one_run() -> None:
     assert old.judged_at(0.05 / 3) == pytest.approx(2 / 330)
 
 
-def test_the_extension_run_of_the_baseline_is_no_second_look_for_the_other_candidates(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("added", [1, 2])
+def test_the_extension_runs_of_the_baseline_are_no_second_look_for_the_other_candidates(
+        tmp_path: Path, added: int) -> None:
     # Two candidates, each at 1.67% (the family at 96.67%). The leader #0 (better mean) and
     # #1 each have one run slower than one baseline run (p = 2/84 = 2.4%): undecided. #0's
     # extension round crosses again (9.2 > 9.0): it stays undecided. The baseline's run in that
     # round is slow (10.6): pooled for #1 it would make its 3 runs against 7 pass at 2/120 =
     # 1.67% -- a second look at #1's full share that nothing pays for, and a wrong ADOPT when
-    # nothing differs. #1 is judged on the planned runs alone.
+    # nothing differs. #1 is judged on the planned runs alone. The same with a two-run round
+    # (#0's new runs 9.2 and 10.65; both of the baseline's slow, 10.6 and 10.7: 3 against 8
+    # would pass at 2/165 = 1.2%).
     bld = Builder(builder_experiment(), tmp_path)
     base = bld.exp.baseline_settings()
     one, two = {"GOMAXPROCS": 1, "GOGC": 400}, {"GOMAXPROCS": 2, "GOGC": 400}
@@ -235,16 +262,21 @@ def test_the_extension_run_of_the_baseline_is_no_second_look_for_the_other_candi
         bld.add("reference", "confirm", one, m(a), candidate=0, round=r)
         bld.add("reference", "confirm", two, m(b), candidate=1, round=r)
     bld.studies.search.set_user_attr(CONFIDENCE_ATTR, 1 - 2 * 0.05 / 3)
+    level = 2 / 330 if added == 1 else 7 / 1287
     bld.studies.search.set_user_attr(EXTENSION_ATTR, {
-        settings_key(one): Extension(2 / 330, 4, (3, 6)).record()})
-    bld.add("reference", "confirm", base, m(10.6), candidate="baseline", round=4)
-    bld.add("reference", "confirm", one, m(9.2), candidate=0, round=4)
+        settings_key(one): Extension(level, 4, (3, 6), added).record()})
+    for b, c in list(zip([10.6, 10.7], [9.2, 10.65], strict=True))[:added]:
+        bld.add("reference", "confirm", base, m(b), candidate="baseline", round=4)
+        bld.add("reference", "confirm", one, m(c), candidate=0, round=4)
     report = build_report(bld.exp, bld.studies)
     assert report.verdict == "inconclusive", report.reason
     second = next(c for c in report.candidates if c.id == "#1")
     assert second.comparisons[0].n_baseline == 6 and second.comparisons[0].outcome == "unclear"
     first = next(c for c in report.candidates if c.id == "#0")
-    assert first.comparisons[0].n_baseline == 7
+    assert first.comparisons[0].n_baseline == 6 + added
+    # The looks' pool of the baseline (what a later night's look judges #1 against) leaves
+    # them out too.
+    assert pooled_values(bld.studies, None) == pytest.approx([*BASELINE[:3], *BASELINE[3:]])
 
 
 def test_no_extension_for_a_leader_no_round_could_save() -> None:

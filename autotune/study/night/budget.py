@@ -22,13 +22,15 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
+from autotune.evidence.extension import MOST_ADDED
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
 
-EXTENSION_TRIALS = 4
-"""The sequential confirmation's extension round: the leader and the baseline up to twice more
-(``autotune.study.confirm.extension_round``), kept back for every sequential confirmation (it
-is given only when the planned rounds leave the leader undecided, which a plan cannot know)."""
+EXTENSION_TRIALS = 2 * MOST_ADDED
+"""The sequential confirmation's extension round: the leader and the baseline up to
+``MOST_ADDED`` times more each (``autotune.study.confirm.extension_round``), kept back for
+every sequential confirmation (it is given only when the planned rounds leave the leader
+undecided, which a plan cannot know)."""
 
 DURATION_WINDOW = 10
 """Recorded trials whose longest duration sizes the night."""
