@@ -111,15 +111,16 @@ def _joint(n: int, m: int, k: int, cap: int) -> dict[tuple[int, int], int]:
 
 
 @functools.cache
-def _plan(n: int, m: int, alpha: float) -> tuple[tuple[float | None, ...], float]:
-    """``extension_levels``' levels and the union they give (``union_bound``), counted once."""
+def _plan(n: int, m: int, alpha: float) -> tuple[tuple[float | None, ...], float | None]:
+    """``extension_levels``' levels and the union they give (``union_bound``), counted once;
+    beyond ``UP_TO`` nothing is counted (the union None)."""
     if n < 1 or m < 1 or not 0 < alpha < 1:
         raise ValueError("n, m >= 1 and 0 < alpha < 1")
+    if n + m > UP_TO:
+        return (None,) * MOST_ADDED, None
     planned = _u_distribution(n, m)
     saved = _threshold(planned, alpha)  # the planned look passes up to here
     union = sum(planned[:saved + 1]) / sum(planned)
-    if n + m > UP_TO:
-        return (None,) * MOST_ADDED, union
     levels: list[float | None] = []
     for k in range(1, MOST_ADDED + 1):
         later = _u_distribution(n + k, m + k)
@@ -163,4 +164,8 @@ def extension_level(n: int, m: int, alpha: float, added: int = 1) -> float | Non
 def union_bound(n: int, m: int, alpha: float) -> float:
     """P(a wrong "better" at the planned look or its extension) when nothing differs, for the
     levels ``extension_levels`` chooses: at most ``alpha``. For the docs and the tests. Pure."""
-    return _plan(n, m, alpha)[1]
+    union = _plan(n, m, alpha)[1]
+    if union is None:  # no extension: the planned look alone
+        planned = _u_distribution(n, m)
+        return sum(planned[:_threshold(planned, alpha) + 1]) / sum(planned)
+    return union

@@ -378,7 +378,7 @@ def _evidence(
                          min((r.number for r in by_settings.get(key, [])), default=None))
             # A leader given an extension round is held to the stricter level recorded before
             # it was measured (autotune.evidence.extension), against the baseline with that
-            # round's run.
+            # round's runs.
             given = extended.get(key)
             own = ([] if given is None
                    else [r for r in extension_baseline if r.round == given.round])

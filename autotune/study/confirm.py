@@ -156,9 +156,9 @@ reads it back)."""
 @dataclass(frozen=True)
 class Extension:
     """One candidate's extension round (``extension_round``). The baseline's runs in that round
-    count in this candidate's comparison only: pooled for the other candidates (judged on
-    their planned runs at their full share) they would be a second look nothing pays for, and
-    they stay out of the drift trend and of later looks too."""
+    count in this candidate's comparison only (in the report and in a later night's looks):
+    pooled for the other candidates (judged on their planned runs at their full share) they
+    would be a second look nothing pays for, and they stay out of the drift trend too."""
 
     level: float
     """The rank test's level, recorded before the round was measured."""
@@ -704,14 +704,13 @@ class _Standing:
     baseline: list[float]
     """The baseline's runs every candidate is judged against (``_pooled``)."""
     steady: Trend | None
-    given: dict[int, tuple[Extension, list[float], int]]
-    """By candidate trial, for one given an extension round: the ``Extension``, the baseline's
-    runs in that round (its alone: ``Extension``) and how many of the candidate's are."""
+    given: dict[int, _Given]
+    """By candidate trial: the extension round of each candidate given one."""
 
     def own(self, trial: int) -> list[float]:
         """The baseline's runs in a candidate's extension round ([] without one)."""
         given = self.given.get(trial)
-        return [] if given is None else given[1]
+        return [] if given is None else given.baseline
 
     def against(self, trial: int) -> list[float]:
         """The baseline's runs a candidate is judged against: with its extension round's."""
@@ -720,8 +719,20 @@ class _Standing:
     def rank_alpha(self, trial: int, alpha: float) -> float | None:
         """The rank test's level for a candidate whose share is ``alpha``: its extension's
         (``Extension.level_for``, as the report judges it), None without one."""
-        own = self.given.get(trial)
-        return None if own is None else own[0].level_for(alpha, (own[2], len(own[1])))
+        given = self.given.get(trial)
+        return (None if given is None
+                else given.extension.level_for(alpha, (given.measured, len(given.baseline))))
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A candidate's extension round as a look sees it."""
+
+    extension: Extension
+    baseline: list[float]
+    """The baseline's runs in that round (its alone: ``Extension``), scaled as every run."""
+    measured: int
+    """The candidate's completed runs in that round."""
 
 
 def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) -> _Standing:
@@ -738,13 +749,13 @@ def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) 
                      and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
                     key=lambda p: (*sig.rank_key(values[p.trial], direction), p.trial))
     recorded = extensions(studies.search.user_attrs)
-    given: dict[int, tuple[Extension, list[float], int]] = {}
+    given: dict[int, _Given] = {}
     for p in candidates:
         e = recorded.get(settings_key(p.settings))
         if e is not None:
-            own = [_value(t, steady) for t in _extension_baseline(studies, e)]
-            given[p.trial] = (e, own, sum(t.user_attrs.get("round") == e.round
-                                          for t in trials[p.trial]))
+            given[p.trial] = _Given(e, [_value(t, steady) for t in _extension_baseline(studies, e)],
+                                    sum(t.user_attrs.get("round") == e.round
+                                        for t in trials[p.trial]))
     return _Standing(ranked, values, [_value(t, steady) for t in _pooled(studies, None)], steady,
                      given)
 
