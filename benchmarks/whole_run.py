@@ -159,6 +159,9 @@ class Outcome:
     missed: str | None = None
     """Where a run that is not within 10% lost the good configurations (``missed_at``)."""
     error: str | None = None
+    extended: int = 0
+    """Runs a side the extension round added (``autotune.study.confirm.extension_round``; 0:
+    none was given)."""
 
 
 MISSES = ("search", "top", "verdict")
@@ -290,7 +293,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                                   verdict_record)
         studies = night.studies
         counts = {kind: 0 for kind in TrialKind}
-        failed = screened = lost = 0
+        failed = screened = lost = extended = 0
         searched: set[str] = set()
         confirmed: set[str] = set()
         for study in (studies.search, studies.reference):
@@ -302,6 +305,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                         searched.add(settings_key(t.user_attrs.get("settings") or t.params))
                     elif kind == TrialKind.CONFIRM and t.user_attrs.get("candidate") != BASELINE:
                         confirmed.add(settings_key(t.user_attrs["settings"]))
+                        extended += bool(t.user_attrs.get("extension"))
                 elif t.state == TrialState.FAIL:
                     failed += 1
                 elif t.state == TrialState.PRUNED:
@@ -330,7 +334,7 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
                    confirm=counts[TrialKind.CONFIRM], baseline=counts[TrialKind.BASELINE],
                    failed=failed, stop=night.result.stop_reason,
                    seconds=round(time.perf_counter() - t0, 2), screened=screened, lost=lost,
-                   missed=missed_at(g, searched, confirmed, within))
+                   missed=missed_at(g, searched, confirmed, within), extended=extended)
 
 
 def _job(args: tuple[Path, int, Mapping[str, Any]]) -> Outcome:

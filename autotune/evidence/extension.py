@@ -42,9 +42,11 @@ UP_TO = 16
 cached); beyond, no extension."""
 
 MOST_ADDED = 2
-"""The most runs a side an extension adds. Three would save a leader short by 4-6 crossings
-at 3 against 6 (of 18 pairs), a configuration slower than a baseline run in a third of the
-pairs: more often noise than a gain the default confirmation should chase."""
+"""The most runs a side an extension adds. Three would give a leader short by 4-6 crossings at
+3 against 6 (of 18 pairs) a round (U <= 6 at 6 against 9, p <= 0.60%), a configuration slower
+than a baseline run in a third of the pairs: replayed, it changed no verdict on the eight
+recorded grids and spent the round in 22 of 100 runs of the near-tie grid, p90 +1.7 minutes
+(docs/measurements/extension3-2026-12-05.txt)."""
 
 _ROUNDING = 1e-9
 """As ``significance._ROUNDING``: a level met exactly passes."""
