@@ -23,8 +23,9 @@ side).
 **What the verdict does about it** (``steadied``). When drift is called, the primary objective
 of every run of every configuration (confirmation runs, the baseline's, the search values that
 may rule a candidate out) is judged scaled by the baseline's trend in time (``trend``): the
-least-squares line through the logarithms of the baseline's runs against the time each ended (a
-steady fraction per minute), to what it would have read at the baseline's last run. Other
+line through the logarithms of the baseline's runs against the time each ended (a steady
+fraction per minute) whose slope is the median of the slopes between every two runs
+(Theil-Sen), to what it would have read at the baseline's last run. Other
 objectives, the metrics and the trial table stay as measured. The baseline is measured before
 the search and in the confirmation rounds while it is undecided, so a candidate's run after the
 baseline's last one is scaled by extending the line. The note and the reason say so, with the
@@ -36,6 +37,15 @@ as measured (``significance.separation_p``): with nothing differing and no drift
 wrong ADOPTs in 200 replayed runs followed a chance drift call (every interleaved baseline run
 outside the repeats' range, 1 run in 10 at 3 vs 3), whose line lifts the early repeats to the
 late ones' level; on a host getting 20% faster, 16 of 200 (docs/measurements/exact-2026-12-04.txt).
+
+**Why the median slope** (since 2026-12-05, docs/measurements/theil-sen-2026-12-05.txt). The
+least-squares line before it follows one outlying run: a single slow interleaved run (the
+recorded grids' heavy tails) steepened the slope that scales every other run. Of the 15 pairwise
+slopes of 6 runs, 5 pass through one outlying run, and their median stays within the range of
+the other 10 (two outlying runs of six can still bend it). Replayed, the same 100 seeds a
+grid: no verdict worse anywhere and a few better (a host slowing 20% per run: the clear-KEEP
+grid 89% -> 94% right, 12-03d 67% -> 68%; without drift three grids one run better; nothing
+differing, wrong ADOPTs 11 -> 10 of 200, 5 -> 5 of 100, a host getting faster 20 -> 19 of 200).
 
 Priced on the whole-run replay (docs/measurements/drift-2026-12-04c.txt, 100 seeds a grid,
 against the runs as measured): with a host slowing 20% per run the demo grids' correct verdicts
@@ -150,20 +160,23 @@ class Trend:
         """What the evidence note says when the verdict scaled every run by it."""
         return (f"So every run's {metric} (the values above are as measured) is judged scaled "
                 "to what it would have read at the baseline's last run, by the baseline's trend "
-                f"in time ({self.per_minutes(10):+.1%} per 10 minutes, the least-squares line "
-                f"through the logarithms of its {self.runs} runs); the configurations' {metric} "
+                f"in time ({self.per_minutes(10):+.1%} per 10 minutes, the median slope between "
+                f"every two of its {self.runs} runs, on a log scale); the configurations' {metric} "
                 "values are the scaled ones, while other objectives, the metrics and the trial "
                 "table are as measured")
 
 
 def trend(runs: Sequence[tuple[float, float]]) -> Trend | None:
-    """The least-squares line of log(value) on time through the baseline's ``(time, value)``
-    runs, or None when it cannot be fitted (fewer than two distinct times, or a value that is
-    not positive: a drift is a factor, and a factor has no logarithm below zero). Pure."""
+    """The line of log(value) on time through the baseline's ``(time, value)`` runs, its slope
+    the median of the slopes between every two runs measured at different times (Theil-Sen:
+    module docstring), or None when it cannot be fitted (fewer than two distinct times, or a
+    value that is not positive: a drift is a factor, and a factor has no logarithm below
+    zero). Pure."""
     if len({t for t, _ in runs}) < 2 or any(v <= 0 for _, v in runs):
         return None
-    slope, _ = statistics.linear_regression([t for t, _ in runs],
-                                            [math.log(v) for _, v in runs])
+    logs = [(t, math.log(v)) for t, v in runs]
+    slope = statistics.median((y2 - y1) / (t2 - t1) for i, (t1, y1) in enumerate(logs)
+                              for t2, y2 in logs[i + 1:] if t2 != t1)
     return Trend(slope=slope, reference=max(t for t, _ in runs), runs=len(runs))
 
 
