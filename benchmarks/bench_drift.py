@@ -46,7 +46,9 @@ T_CRITICAL = {"p<0.2": 1.533, "p<0.1": 2.132, "p<0.05": 2.776}
 
 
 def slope_t(times: list[float], values: list[float]) -> float:
-    """The t statistic of the least-squares slope of log(value) on time."""
+    """The t statistic of the least-squares slope of log(value) on time (the gates' test; the
+    product's ``trend`` scales by the median pairwise slope since 2026-12-05, and the results
+    docs/measurements cites from this benchmark were measured with least squares)."""
     ys = [math.log(v) for v in values]
     slope, intercept = statistics.linear_regression(times, ys)
     mean = statistics.fmean(times)

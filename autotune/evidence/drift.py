@@ -36,16 +36,21 @@ line is fitted to the very runs it scales and its own uncertainty is not in the 
 as measured (``significance.separation_p``): with nothing differing and no drift, 7 of the 10
 wrong ADOPTs in 200 replayed runs followed a chance drift call (every interleaved baseline run
 outside the repeats' range, 1 run in 10 at 3 vs 3), whose line lifts the early repeats to the
-late ones' level; on a host getting 20% faster, 16 of 200 (docs/measurements/exact-2026-12-04.txt).
+late ones' level; on a host getting 20% faster, 16 of 200 (least squares, 2026-12-04:
+docs/measurements/exact-2026-12-04.txt; 10 and 19 of 200 with the median slope and the
+extension round, 2026-12-05).
 
 **Why the median slope** (since 2026-12-05, docs/measurements/theil-sen-2026-12-05.txt). The
 least-squares line before it follows one outlying run: a single slow interleaved run (the
 recorded grids' heavy tails) steepened the slope that scales every other run. Of the 15 pairwise
-slopes of 6 runs, 5 pass through one outlying run, and their median stays within the range of
-the other 10 (two outlying runs of six can still bend it). Replayed, the same 100 seeds a
-grid: no verdict worse anywhere and a few better (a host slowing 20% per run: the clear-KEEP
-grid 89% -> 94% right, 12-03d 67% -> 68%; without drift three grids one run better; nothing
-differing, wrong ADOPTs 11 -> 10 of 200, 5 -> 5 of 100, a host getting faster 20 -> 19 of 200).
+slopes of 6 runs (the default's 3 repeats and 3 interleaved runs), 5 pass through one outlying
+run, and their median stays within the range of the other 10; from 5 runs up one outlier
+cannot bend it, but with 4 (2 repeats and a look after round 2) 3 of the 6 slopes pass through
+it and it can, as can two outliers of six (Siegel's repeated median would hold both; not
+priced). Replayed, the same 100 seeds a grid: no grid's rate worse and a few better (a host
+slowing 20% per run: the clear-KEEP grid 89% -> 94% right, 12-03d 67% -> 68%; without drift
+three grids one run better; nothing differing, wrong ADOPTs 11 -> 10 of 200, 5 -> 5 of 100, a
+host getting faster 20 -> 19 of 200).
 
 Priced on the whole-run replay (docs/measurements/drift-2026-12-04c.txt, 100 seeds a grid,
 against the runs as measured): with a host slowing 20% per run the demo grids' correct verdicts
