@@ -31,9 +31,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +49,7 @@ from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner, trial_summary
 from autotune.study.objective import directions, score
 from autotune.study.space import grid, settings_key, to_env
+from benchmarks.workers import map_jobs
 
 DEFAULT_GRID = Path("docs/measurements/grid-local-2026-11-29.csv")
 DEFAULT_EXPERIMENT = Path("experiments/local.yaml")
@@ -258,10 +257,7 @@ def compare(exp: Experiment, grid_: ReplayGrid, strategies: Sequence[str], seeds
         _quiet()
         runs = [_job(w) for w in work]
     else:
-        # spawn, not fork: torch in a forked child of a process that used threads can hang.
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"),
-                                 initializer=_quiet) as pool:
-            runs = list(pool.map(_job, work))
+        runs = map_jobs(_job, work, jobs, initializer=_quiet)
     by: dict[str, list[Run]] = {name: [] for name in strategies}
     for r in runs:
         by[r.strategy].append(r)

@@ -69,9 +69,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +92,7 @@ from autotune.study.loop import StudyRunner
 from autotune.study.objective import score
 from autotune.study.space import settings_key, to_env
 from benchmarks.replay import WITHIN, _NoJournal, _quiet, label, nearest_rank, truth
+from benchmarks.workers import map_jobs
 
 GRIDS = Path(__file__).parent / "grids"
 DEMO = Path("experiments/replay.yaml")
@@ -479,9 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet()
         runs = [_job(w) for w in work]
     else:
-        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"),
-                                 initializer=_quiet) as pool:
-            runs = list(pool.map(_job, work))
+        runs = map_jobs(_job, work, args.jobs, initializer=_quiet)
     results = [{"grid": p.name, "skipped": skipped[p]} if p in skipped
                else summary(p, [r for r in runs if r.grid == p.name], null=bool(args.null))
                for p in paths]
