@@ -232,6 +232,26 @@ def test_a_later_look_judges_an_extended_leader_as_the_report_does(
     assert (look == []) == adopt, look
 
 
+_Candidate = tuple[dict[str, int], float, list[float]]
+
+
+def _two_candidates(tmp: Path, first: _Candidate, second: _Candidate) -> Builder:
+    """Two candidates (#0, #1), each ``(settings, search trial's p99, 3 confirmation runs)``,
+    the baseline's 3 repeats (BASELINE[:3]) and its 3 interleaved runs (BASELINE[3:])."""
+    bld = Builder(builder_experiment(), tmp)
+    base = bld.exp.baseline_settings()
+    for settings, searched, _ in (first, second):
+        bld.add("search", "search", settings, m(searched))
+    for v in BASELINE[:3]:
+        bld.add("reference", "baseline", base, m(v))
+    for r, (a, b, c) in enumerate(zip(first[2], second[2], BASELINE[3:], strict=True),
+                                  start=1):
+        bld.add("reference", "confirm", base, m(c), candidate="baseline", round=r)
+        bld.add("reference", "confirm", first[0], m(a), candidate=0, round=r)
+        bld.add("reference", "confirm", second[0], m(b), candidate=1, round=r)
+    return bld
+
+
 def test_an_earlier_nights_round_measured_in_part_does_not_hold_back_tonights_leader(
         tmp_path: Path) -> None:
     # An earlier night extended #1 (two runs a side) and lost one baseline run of that round
@@ -239,18 +259,9 @@ def test_an_earlier_nights_round_measured_in_part_does_not_hold_back_tonights_le
     # baseline, so judged at its recorded level (as before 2026-12-05 (c)) it read "better" and
     # tonight's undecided leader #0 (2 crossings at 3 against 6: p = 4/84 > 2.5%) got no
     # extension round, the report adopting nothing. Judged as the report judges it, #0 gets one.
-    bld = Builder(builder_experiment(), tmp_path)
-    base = bld.exp.baseline_settings()
     zero, one = {"GOMAXPROCS": 2, "GOGC": 400}, {"GOMAXPROCS": 1, "GOGC": 400}
-    bld.add("search", "search", zero, m(6.3))
-    bld.add("search", "search", one, m(8.0))
-    for v in BASELINE[:3]:
-        bld.add("reference", "baseline", base, m(v))
-    for r, (a, b, c) in enumerate(zip([7.0, 9.2, 9.5], [8.75, 8.8, 8.85], BASELINE[3:],
-                                      strict=True), start=1):
-        bld.add("reference", "confirm", base, m(c), candidate="baseline", round=r)
-        bld.add("reference", "confirm", zero, m(a), candidate=0, round=r)
-        bld.add("reference", "confirm", one, m(b), candidate=1, round=r)
+    bld = _two_candidates(tmp_path, (zero, 6.3, [7.0, 9.2, 9.5]), (one, 8.0, [8.75, 8.8, 8.85]))
+    base = bld.exp.baseline_settings()
     bld.studies.search.set_user_attr(EXTENSION_ATTR, {
         settings_key(one): Extension(7 / 1287, 4, (3, 6), 2).record()})
     bld.add("reference", "confirm", base, m(10.5), candidate="baseline", round=4)
@@ -285,18 +296,9 @@ def test_the_extension_runs_of_the_baseline_are_no_second_look_for_the_other_can
     # nothing differs. #1 is judged on the planned runs alone. The same with a two-run round
     # (#0's new runs 9.2 and 10.65; both of the baseline's slow, 10.6 and 10.7: 3 against 8
     # would pass at 2/165 = 1.2%).
-    bld = Builder(builder_experiment(), tmp_path)
-    base = bld.exp.baseline_settings()
     one, two = {"GOMAXPROCS": 1, "GOGC": 400}, {"GOMAXPROCS": 2, "GOGC": 400}
-    bld.add("search", "search", one, m(6.3))
-    bld.add("search", "search", two, m(6.4))
-    for v in BASELINE[:3]:
-        bld.add("reference", "baseline", base, m(v))
-    for r, (a, b, c) in enumerate(zip(CANDIDATE, [8.0, 8.1, 9.6], BASELINE[3:], strict=True),
-                                  start=1):
-        bld.add("reference", "confirm", base, m(c), candidate="baseline", round=r)
-        bld.add("reference", "confirm", one, m(a), candidate=0, round=r)
-        bld.add("reference", "confirm", two, m(b), candidate=1, round=r)
+    bld = _two_candidates(tmp_path, (one, 6.3, CANDIDATE), (two, 6.4, [8.0, 8.1, 9.6]))
+    base = bld.exp.baseline_settings()
     bld.studies.search.set_user_attr(CONFIDENCE_ATTR, 1 - 2 * 0.05 / 3)
     level = 2 / 330 if added == 1 else 7 / 1287
     bld.studies.search.set_user_attr(EXTENSION_ATTR, {
