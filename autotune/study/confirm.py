@@ -632,7 +632,7 @@ def pooled_values(
     confirmation runs (not the search trial that chose it: module docstring); for ``None`` (the
     baseline) its repeats and interleaved runs. In a pool, not those of a member whose baseline
     differs (``comparable``)."""
-    return [t.values[0] for t in _pooled(studies, settings)]
+    return [t.values[0] for t in _Measured.read(studies).pooled(settings)]
 
 
 def searched_values(studies: st.Studies, settings: Mapping[str, Any],
@@ -652,12 +652,7 @@ def steadiness(studies: st.Studies) -> Trend | None:
     """The baseline's trend in time when its runs drifted between its repeats and its
     interleaved runs, as the report finds it (``autotune.evidence.drift.steadied``): a look
     judges every run scaled by it, as the report will. None when they did not."""
-    runs = _pooled(studies, None)
-    timed = [(t.user_attrs.get("kind") == TrialKind.BASELINE,
-              measured_at(t.user_attrs.get("record") or {}), t.values[0]) for t in runs]
-    _, steady = steadied([(at, v) for repeat, at, v in timed if repeat],
-                         [(at, v) for repeat, at, v in timed if not repeat])
-    return steady
+    return _Measured.read(studies).steadiness()
 
 
 def _value(t: FrozenTrial, steady: Trend | None) -> float:
@@ -668,30 +663,50 @@ def _value(t: FrozenTrial, steady: Trend | None) -> float:
     return value if steady is None or at is None else steady.scale(at, value)
 
 
-def _pooled(studies: st.Studies, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
-    """The completed trials ``pooled_values`` takes its values from, in the order the report
-    pools them (``autotune.report.summarize``: the reference study's order), so that a look and
-    the report, bootstrapping with one seed, draw the same resamples. The baseline's runs leave
-    out those of extension rounds (``Extension``: they count for their candidate alone)."""
-    out: list[FrozenTrial] = []
-    key = None if settings is None else settings_key(settings)
-    reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-    mine = comparable(reference)
-    extension_rounds = {e.round for e in extensions(studies.search.user_attrs).values()}
-    for t in reference:
-        if not mine(t):
-            continue
-        kind, candidate = t.user_attrs.get("kind"), t.user_attrs.get("candidate")
-        if key is None:
-            hit = (kind == TrialKind.BASELINE
-                   or (kind == TrialKind.CONFIRM and candidate == BASELINE
-                       and t.user_attrs.get("round") not in extension_rounds))
-        else:
-            hit = (kind == TrialKind.CONFIRM and candidate != BASELINE
-                   and settings_key(t.user_attrs.get("settings", {})) == key)
-        if hit and t.values:
-            out.append(t)
-    return out
+@dataclass(frozen=True)
+class _Measured:
+    """The reference study's completed runs a look may judge, read once: in the report's order
+    (``autotune.report.summarize``: the reference study's order), so that a look and the report,
+    bootstrapping with one seed, draw the same resamples; in a pool, not a differing member's
+    (``comparable``)."""
+
+    runs: list[FrozenTrial]
+    extension_rounds: frozenset[int]
+
+    @staticmethod
+    def read(studies: st.Studies) -> _Measured:
+        reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
+        mine = comparable(reference)
+        return _Measured([t for t in reference if mine(t) and t.values],
+                         frozenset(e.round for e in extensions(studies.search.user_attrs).values()))
+
+    def pooled(self, settings: Mapping[str, Any] | None) -> list[FrozenTrial]:
+        """The runs ``pooled_values`` takes its values from. The baseline's leave out those of
+        extension rounds (``Extension``: they count for their candidate alone)."""
+        if settings is None:
+            return [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.BASELINE
+                    or (t.user_attrs.get("kind") == TrialKind.CONFIRM
+                        and t.user_attrs.get("candidate") == BASELINE
+                        and t.user_attrs.get("round") not in self.extension_rounds)]
+        key = settings_key(settings)
+        return [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.CONFIRM
+                and t.user_attrs.get("candidate") != BASELINE
+                and settings_key(t.user_attrs.get("settings", {})) == key]
+
+    def extension_baseline(self, e: Extension) -> list[FrozenTrial]:
+        """The baseline's runs in an extension round."""
+        return [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.CONFIRM
+                and t.user_attrs.get("candidate") == BASELINE
+                and t.user_attrs.get("round") == e.round]
+
+    def steadiness(self) -> Trend | None:
+        """``steadiness``."""
+        timed = [(t.user_attrs.get("kind") == TrialKind.BASELINE,
+                  measured_at(t.user_attrs.get("record") or {}), t.values[0])
+                 for t in self.pooled(None)]
+        _, steady = steadied([(at, v) for repeat, at, v in timed if repeat],
+                             [(at, v) for repeat, at, v in timed if not repeat])
+        return steady
 
 
 @dataclass(frozen=True)
@@ -702,7 +717,7 @@ class _Standing:
     ranked: list[Pick]
     values: dict[int, list[float]]
     baseline: list[float]
-    """The baseline's runs every candidate is judged against (``_pooled``)."""
+    """The baseline's runs every candidate is judged against (``_Measured.pooled``)."""
     steady: Trend | None
     given: dict[int, _Given]
     """By candidate trial: the extension round of each candidate given one."""
@@ -742,8 +757,9 @@ def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) 
     look). A candidate with a run that violated a constraint is left out: the report never
     adopts it, so it must not lead (nor be the runner-up) a look."""
     direction = directions(exp)[0]
-    steady = steadiness(studies)
-    trials = {p.trial: _pooled(studies, p.settings) for p in candidates}
+    measured = _Measured.read(studies)
+    steady = measured.steadiness()
+    trials = {p.trial: measured.pooled(p.settings) for p in candidates}
     values = {n: [_value(t, steady) for t in ts] for n, ts in trials.items()}
     ranked = sorted((p for p in candidates if trials[p.trial]
                      and all(_feasible(trial_summary(t)) for t in trials[p.trial])),
@@ -753,20 +769,11 @@ def _standing(exp: Experiment, studies: st.Studies, candidates: Sequence[Pick]) 
     for p in candidates:
         e = recorded.get(settings_key(p.settings))
         if e is not None:
-            given[p.trial] = _Given(e, [_value(t, steady) for t in _extension_baseline(studies, e)],
+            given[p.trial] = _Given(e, [_value(t, steady) for t in measured.extension_baseline(e)],
                                     sum(t.user_attrs.get("round") == e.round
                                         for t in trials[p.trial]))
-    return _Standing(ranked, values, [_value(t, steady) for t in _pooled(studies, None)], steady,
+    return _Standing(ranked, values, [_value(t, steady) for t in measured.pooled(None)], steady,
                      given)
-
-
-def _extension_baseline(studies: st.Studies, e: Extension) -> list[FrozenTrial]:
-    """The baseline's completed runs in an extension round (``_pooled``'s order and members)."""
-    reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-    mine = comparable(reference)
-    return [t for t in reference if mine(t) and t.values
-            and t.user_attrs.get("kind") == TrialKind.CONFIRM
-            and t.user_attrs.get("candidate") == BASELINE and t.user_attrs.get("round") == e.round]
 
 
 def sequential_round(

@@ -113,7 +113,7 @@ def test_a_look_judges_the_drifted_runs_as_the_report_does(tmp_path: Path) -> No
     assert build_report(bld.exp, bld.studies).verdict == "adopt"
     # The same look on the runs as measured does not stop: the scaling is what decided it.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(confirm_module, "steadiness", lambda studies: None)
+        patch.setattr(confirm_module._Measured, "steadiness", lambda self: None)
         assert sequential_round(bld.exp, bld.studies, picks, levels) != []
 
 
