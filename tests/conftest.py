@@ -3,9 +3,35 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Generator
+from types import FrameType
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite stopped by SIGTERM (a CI job's timeout, an operator's ``kill``) tears down as
+    after Ctrl-C: the test running is interrupted and every fixture's teardown runs. By default
+    SIGTERM ends Python at once, running no ``finally``: the control plane's processes (each in
+    a session of its own), its pod address on ``lo`` and the throwaway PostgreSQL stayed behind
+    (seen 2026-12-05: a kube-apiserver still running after its suite was gone). A second SIGTERM
+    during that teardown is ignored rather than cutting it short (SIGKILL still ends it; the
+    control plane then dies with it: tests/controlplane/cluster.py)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # A Python handler, not SIG_IGN: an ignored signal is inherited by every program the
+    # teardown starts (pg_ctl, ip), a handler is reset at their exec.
+    signal.signal(signal.SIGTERM, _tearing_down)
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _tearing_down(signum: int, frame: FrameType | None) -> None:
+    """Already tearing down after a SIGTERM."""
 
 
 def _in_ci() -> bool:

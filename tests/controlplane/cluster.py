@@ -10,7 +10,11 @@ ServiceAccount), authorizes (RBAC) and serves watches with real resourceVersions
 
 What is not real: no container runs (kwok), nothing serves a pod's IP (so ``pods/proxy`` has no
 backend), and Chaos Mesh's controller is simulated (chaos_controller.py). Every process started
-here is tracked by PID and stopped by PID; every port is on 127.0.0.1.
+here is tracked by PID and stopped by PID; every port is on 127.0.0.1. Each runs in a session of
+its own (a Ctrl-C at the terminal is the suite's to handle, not theirs) and dies with the thread
+that started it (``PR_SET_PDEATHSIG``, set by util-linux's ``setpriv`` before it execs the
+program): a suite killed outright (SIGKILL, OOM) leaves no control plane behind. A SIGTERM tears
+down as Ctrl-C does (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -143,10 +147,14 @@ class ControlPlane:
     def alive(self) -> list[str]:
         return [p.name for p in self.processes if p.proc.poll() is None]
 
-    def _spawn(self, name: str, argv: list[str]) -> Process:
+    def spawn(self, name: str, argv: list[str]) -> Process:
+        """Start one of the plane's processes, logged to ``logs/<name>.log``, tracked and
+        stopped with the plane (``stop``); SIGKILLed by the kernel if the thread that started it
+        (pytest's main thread) dies first."""
         log = self.workdir / "logs" / f"{name}.log"
         out = log.open("ab")
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--", *argv],
+                                stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=self.workdir,
                                 start_new_session=True)
         out.close()
@@ -179,7 +187,7 @@ class ControlPlane:
         if data.exists():
             shutil.rmtree(data)
         self.etcd_url = f"http://127.0.0.1:{client}"
-        p = self._spawn("etcd", [
+        p = self.spawn("etcd", [
             str(self.bins / "etcd"), "--name=test", f"--data-dir={data}",
             f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
             f"--listen-peer-urls=http://127.0.0.1:{peer}",
@@ -193,7 +201,7 @@ class ControlPlane:
         port = free_port()
         d = self.workdir
         self.url = f"https://127.0.0.1:{port}"
-        p = self._spawn("kube-apiserver", [
+        p = self.spawn("kube-apiserver", [
             str(self.bins / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}", "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1", f"--secure-port={port}",
@@ -243,7 +251,7 @@ class ControlPlane:
     def _controller_manager(self) -> None:
         d = self.workdir
         config = self._component_kubeconfig("kube-controller-manager")
-        self._spawn("kube-controller-manager", [
+        self.spawn("kube-controller-manager", [
             str(self.bins / "kube-controller-manager"), f"--kubeconfig={config}",
             "--leader-elect=false", "--secure-port=0", "--bind-address=127.0.0.1",
             f"--service-account-private-key-file={d / 'sa.key'}",
@@ -257,14 +265,14 @@ class ControlPlane:
 
     def _scheduler(self) -> None:
         config = self._component_kubeconfig("kube-scheduler")
-        self._spawn("kube-scheduler", [
+        self.spawn("kube-scheduler", [
             str(self.bins / "kube-scheduler"), f"--kubeconfig={config}", "--leader-elect=false",
             "--secure-port=0", "--bind-address=127.0.0.1"])
 
     def _kwok(self) -> None:
         config = self._component_kubeconfig("kwok")
         self.kubelet_port = free_port()
-        self._spawn("kwok", [
+        self.spawn("kwok", [
             str(self.bins / "kwok"), f"--kubeconfig={config}", f"--config={STAGES}",
             "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={NODE_LABEL}",
             "--node-ip=127.0.0.1", f"--node-port={self.kubelet_port}",
