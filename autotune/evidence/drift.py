@@ -46,11 +46,13 @@ recorded grids' heavy tails) steepened the slope that scales every other run. Of
 slopes of 6 runs (the default's 3 repeats and 3 interleaved runs), 5 pass through one outlying
 run, and their median stays within the range of the other 10; from 5 runs up one outlier
 cannot bend it, but with 4 (2 repeats and a look after round 2) 3 of the 6 slopes pass through
-it and it can, as can two outliers of six (Siegel's repeated median would hold both; not
-priced). Replayed, the same 100 seeds a grid: no grid's rate worse and a few better (a host
-slowing 20% per run: the clear-KEEP grid 89% -> 94% right, 12-03d 67% -> 68%; without drift
-three grids one run better; nothing differing, wrong ADOPTs 11 -> 10 of 200, 5 -> 5 of 100, a
-host getting faster 20 -> 19 of 200).
+it and it can, as can two outliers of six. Replayed, the same 100 seeds a grid: no grid's rate
+worse and a few better (a host slowing 20% per run: the clear-KEEP grid 89% -> 94% right, 12-03d
+67% -> 68%; without drift three grids one run better; nothing differing, wrong ADOPTs 11 -> 10
+of 200, 5 -> 5 of 100, a host getting faster 20 -> 19 of 200). Siegel's repeated median would
+hold both cases; priced, it was one run worse on three grids and better on none (the less
+efficient estimator: with 6 runs a noisier slope scales every run;
+docs/measurements/siegel-2026-12-05.txt).
 
 Priced on the whole-run replay (docs/measurements/drift-2026-12-04c.txt, 100 seeds a grid,
 against the runs as measured): with a host slowing 20% per run the demo grids' correct verdicts
