@@ -7,8 +7,8 @@ each completed search trial we take the configuration the study would recommend 
 TRUE value: the grid's median over all repeats. A strategy is good when that true value gets
 within 10% of the grid's best early.
 
-    .venv/bin/python benchmarks/replay.py --seeds 30 --trials 12 --strategies random,tpe,gp
-    .venv/bin/python benchmarks/replay.py --subset forcegc_interval_ms=0     # the 4x2 sub-grid
+    .venv/bin/python -m benchmarks.replay --seeds 30 --trials 12 --strategies random,tpe,gp
+    .venv/bin/python -m benchmarks.replay --subset forcegc_interval_ms=0     # the 4x2 sub-grid
 
 "trials to within 10%" is the number of completed search trials until the recommendation is
 first within 10% of the best (a run that never gets there counts as trials + 1, shown ">N");

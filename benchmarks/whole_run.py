@@ -257,6 +257,8 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     study = {"seed": seed}
     if "early_stop" in options:
         study["early_stop"] = options.pop("early_stop")
+    if "sampler" in options:
+        study["sampler"] = options.pop("sampler")
     if "screening" in options:
         after, factor = options.pop("screening")
         study["screening"] = Screening(after=after, factor=factor)
@@ -431,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fixed", action="store_true", help="as autotune run --fixed")
     parser.add_argument("--early-stop", type=int, default=None, metavar="K",
                         help="override study.early_stop (0 = off)")
+    parser.add_argument("--sampler", choices=["auto", "gp", "tpe", "random"], default=None,
+                        help="as study.sampler (auto is tpe)")
     parser.add_argument("--baseline-repeats", type=int, default=None, metavar="N",
                         help="override baseline.repeats")
     parser.add_argument("--screening", type=float, default=None, metavar="SECONDS",
@@ -459,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         options["early_stop"] = args.early_stop or None
     if args.baseline_repeats is not None:
         options["baseline_repeats"] = args.baseline_repeats
+    if args.sampler is not None:
+        options["sampler"] = args.sampler
     skipped: dict[Path, str] = {}
     if args.screening is not None:
         options["screening"] = (args.screening, args.factor)

@@ -903,7 +903,8 @@ class Study(Model):
         default="auto",
         description="the Optuna sampler after the initial design: gp (Gaussian process, needs "
                     "autotune[gp]), tpe, random, or grid (every parameter needs values or a "
-                    "step, at most 10000 values each); auto: gp when installed, else tpe")
+                    "step, at most 10000 values each); auto: tpe, whatever is installed (the "
+                    "sampler the replayed figures are measured with)")
     seed: Count | None = Field(
         default=None,
         description="seed of the sampler, the initial design and the confirmation's order, for "

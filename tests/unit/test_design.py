@@ -164,3 +164,15 @@ def test_gp_after_the_design_models_from_the_first_sampler_trial(tmp_path: Path)
                                                   "sampler"]
     assert {rec["sampler"] for rec in records} == {"gp"}
     assert len({settings_key(rec["settings"]) for rec in records}) == 5
+
+
+def test_auto_searches_with_tpe_even_where_gp_is_installed(tmp_path: Path) -> None:
+    # auto was GP wherever torch was installed: the replayed figures (measured without it)
+    # then described another sampler than the one a laptop with the gp extra ran. CI installs
+    # torch, so this run would be GP's there before the change.
+    r = rig(tmp_path, **{"parameters": SMALL, "study.trials": 5, "study.sampler": "auto",
+                         "baseline.repeats": 1, "study.design": {"points": 2}})
+    assert r.run().completed == 5
+    records = [rec for rec in _journal(tmp_path) if rec["kind"] == "search"]
+    assert [rec["origin"] for rec in records][-2:] == ["sampler", "sampler"]
+    assert {rec["sampler"] for rec in records} == {"tpe"}
