@@ -24,6 +24,7 @@ from autotune.study.journal import Journal
 from autotune.study.loop import Progress, StudyRunner
 from autotune.study.pool import Member, PoolRunner, StoppableClock, baseline_runs
 from autotune.study.profiles import capture_pair
+from autotune.study.samplers import resolve
 from autotune.study.status import run_text, status_data
 
 
@@ -104,6 +105,9 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
     note = check_promql(exp, args.file)
     if note:
         print(f"note: {note}", file=sys.stderr)
+    # sampler: gp without torch is refused here, not at the first sampler trial: by then the
+    # baseline and the design had been measured for nothing.
+    resolve(exp.study.sampler)
     options = nightly.NightOptions(
         budget=args.trials or exp.study.trials, new_study=args.new_study,
         confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra,

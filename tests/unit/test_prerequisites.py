@@ -7,9 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from autotune import cli
 from autotune.errors import ExitCode
+from autotune.study import samplers
 
 ROOT = Path(__file__).parents[2]
 
@@ -44,3 +46,32 @@ def test_cleanup_works_without_them(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AUTOTUNE_STRESS_NG", str(tmp_path / "missing" / "stress-ng"))
     monkeypatch.setenv("AUTOTUNE_PROMETHEUS", str(tmp_path / "missing" / "prometheus"))
     assert cli.main(["cleanup", str(experiment)]) == ExitCode.OK, capsys.readouterr().err
+
+
+def test_sampler_gp_without_torch_refuses_the_run_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # It was refused at the first sampler trial, after the baseline and the design had run.
+    monkeypatch.setattr(samplers, "gp_available", lambda: False)
+    experiment = tmp_path / "gp.yaml"
+    experiment.write_text(yaml.safe_dump({
+        "name": "gp-missing",
+        "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}, "unset": {"GOMAXPROCS": 8}}},
+        "parameters": [{"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 16}],
+        "baseline": {"repeats": 1},
+        "chaos": {"stress": {"workers": 1, "load": 50}},
+        "measure": {"warmup": "10ms", "window": "20ms"},
+        "metrics": {"p99": "surface"},
+        "objective": {"minimize": "p99"},
+        "study": {"trials": 4, "sampler": "gp", "seed": 1},
+    }))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
+    code = cli.main(["run", str(experiment), "--plain", "--no-confirm"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.CONFIG, err
+    assert "pip install 'autotune[gp]'" in err, err
+    results = tmp_path / "results"
+    left = sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file()) \
+        if results.exists() else []
+    assert left == [], left
