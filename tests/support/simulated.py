@@ -19,7 +19,9 @@ from autotune.study.loop import RunResult, StudyRunner
 from autotune.study.trial import Backends
 
 
-def experiment(tmp: Path, **overrides: Any) -> Experiment:
+def document(tmp: Path, **overrides: Any) -> dict[str, Any]:
+    """The simulated experiment as a file would hold it; ``overrides`` by dotted path
+    (``**{"study.sampler": "gp"}``)."""
     doc: dict[str, Any] = {
         "name": "sim",
         "target": {"simulated": {
@@ -47,7 +49,11 @@ def experiment(tmp: Path, **overrides: Any) -> Experiment:
         for key in path:
             node = node.setdefault(key, {})
         node[last] = value
-    return parse_experiment(yaml.safe_dump(doc))
+    return doc
+
+
+def experiment(tmp: Path, **overrides: Any) -> Experiment:
+    return parse_experiment(yaml.safe_dump(document(tmp, **overrides)))
 
 
 @dataclass

@@ -12,6 +12,7 @@ import yaml
 from autotune import cli
 from autotune.errors import ExitCode
 from autotune.study import samplers
+from tests.support.simulated import document
 
 ROOT = Path(__file__).parents[2]
 
@@ -54,17 +55,8 @@ def test_sampler_gp_without_torch_refuses_the_run_before_anything_starts(
     # It was refused at the first sampler trial, after the baseline and the design had run.
     monkeypatch.setattr(samplers, "gp_available", lambda: False)
     experiment = tmp_path / "gp.yaml"
-    experiment.write_text(yaml.safe_dump({
-        "name": "gp-missing",
-        "target": {"simulated": {"optimum": {"GOMAXPROCS": 2}, "unset": {"GOMAXPROCS": 8}}},
-        "parameters": [{"name": "GOMAXPROCS", "type": "int", "low": 1, "high": 16}],
-        "baseline": {"repeats": 1},
-        "chaos": {"stress": {"workers": 1, "load": 50}},
-        "measure": {"warmup": "10ms", "window": "20ms"},
-        "metrics": {"p99": "surface"},
-        "objective": {"minimize": "p99"},
-        "study": {"trials": 4, "sampler": "gp", "seed": 1},
-    }))
+    experiment.write_text(yaml.safe_dump(document(
+        tmp_path, **{"study.sampler": "gp", "measure.warmup": "10ms", "measure.window": "20ms"})))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
     code = cli.main(["run", str(experiment), "--plain", "--no-confirm"])
