@@ -42,15 +42,29 @@ DEMO_METRICS = [
 ]
 
 
+def _probe(asked: str) -> cgroups.CpuLimit | None:
+    """The 1-CPU limit ``isolation: asked`` gets on this host (None: no cgroup, affinity)."""
+    mode = cgroups.detect()
+    if mode.kind == "affinity":
+        return None
+    return cgroups.CpuLimit(mode, 1.0, "probe", want_cpuset=True, tight_cpuset=asked == "cpuset")
+
+
 def _expected_isolation(asked: str = "auto") -> str:
     """What ``isolation: auto`` (or ``cpuset``) gives for 1 CPU on this host: a cpuset needs
     one writable and 3 CPUs (2 if asked for explicitly)."""
-    mode = cgroups.detect()
-    if mode.kind == "affinity":
-        return "affinity"
-    limit = cgroups.CpuLimit(mode, 1.0, "probe", want_cpuset=True,
-                             tight_cpuset=asked == "cpuset")
-    return limit.isolation
+    limit = _probe(asked)
+    return "affinity" if limit is None else limit.isolation
+
+
+def _expected_gomaxprocs(asked: str) -> int:
+    """Go >= 1.25's own GOMAXPROCS for the service under a 1-CPU limit: max(2, ceil(1)) = 2,
+    but never more than the CPUs it may run on (1 in the 1-CPU cpuset ``isolation: cpuset``
+    takes on a 2-CPU host)."""
+    limit = _probe(asked)
+    cpus = len(limit.service_cpus) if limit is not None and limit.service_cpus else \
+        len(os.sched_getaffinity(0))
+    return min(2, cpus)
 
 
 def _wait_http(url: str, timeout: float = 15) -> None:
@@ -178,6 +192,8 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         # judged but never screened (1000x): the short read from the real Prometheus works
         study={"trials": 2, "sampler": "random", "seed": 5,
                "screening": {"after": "4s", "factor": 1000}})
+    # What experiments/local.yaml asks for (the demo's cpuset since 2026-12-05).
+    asked = yaml.safe_load(exp.read_text())["target"]["local"].get("isolation", "auto")
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(exp), "--plain", "--no-confirm"]) == 0
     out = capsys.readouterr().out
@@ -196,7 +212,7 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         assert m["achieved_rps"] == pytest.approx(rate, rel=0.15)
         assert m["gomaxprocs"] >= 1 and m["gc_rate"] > 0
         assert rec["injections"] and rec["injections"][0]["in_cgroup"] is True
-        assert rec["live"]["isolation"] == _expected_isolation(), rec["live"]
+        assert rec["live"]["isolation"] == _expected_isolation(asked), rec["live"]
         # Inside the scheduler: schedtrace lines of the window (100 ms apart), heat maps and
         # the CPU breakdown from the same Prometheus, throttling from the demo's cgroup.
         trace = rec["schedtrace"]
@@ -225,8 +241,8 @@ def test_three_trial_study_records_every_metric(tmp_path: Path, monkeypatch: pyt
         assert 0 < early["metrics"]["p99_latency"] < 5
     baseline = records[0]
     assert baseline["kind"] == "baseline" and "early" not in baseline
-    # GOMAXPROCS unset under a 1-CPU quota: Go >= 1.25 picks max(2, ceil(1)) = 2.
-    assert baseline["live"]["gomaxprocs_effective"] == 2
+    # GOMAXPROCS unset: Go >= 1.25 picks it from the limit and the CPUs the service may use.
+    assert baseline["live"]["gomaxprocs_effective"] == _expected_gomaxprocs(asked)
     assert _ours_alive(tmp_path) == []
 
 
