@@ -60,11 +60,11 @@ def _expected_isolation(asked: str = "auto") -> str:
 def _expected_gomaxprocs(asked: str) -> int:
     """Go >= 1.25's own GOMAXPROCS for the service under a 1-CPU limit: max(2, ceil(1)) = 2,
     but never more than the CPUs it may run on (1 in the 1-CPU cpuset ``isolation: cpuset``
-    takes on a 2-CPU host)."""
+    takes on a 2-CPU host; 1 under affinity, which pins it to ceil(1) CPU)."""
     limit = _probe(asked)
-    cpus = len(limit.service_cpus) if limit is not None and limit.service_cpus else \
-        len(os.sched_getaffinity(0))
-    return min(2, cpus)
+    if limit is None:
+        return 1
+    return min(2, len(limit.service_cpus or os.sched_getaffinity(0)))
 
 
 def _wait_http(url: str, timeout: float = 15) -> None:
