@@ -46,6 +46,8 @@ too and its early stop: 12-03b 93% -> 96%, 12-03c 90% -> 94%, the outside invent
 69% -> 73%; the same verdict in 1097 of 1100 runs). A run far from the rest still cannot make a
 candidate adopted (the median interval decides that); it can only make another candidate the
 interval also calls better preferred to it, which is the tail risk one would want to avoid.
+When two candidates called better are that close (runs overlapping, means within 10%), the
+sequential confirmation first measures each once or twice more (``autotune.evidence.tiebreak``).
 
 **What a confirmed candidate is judged on** (``judge``): "better" on its confirmation runs
 alone, "not better" also with the search measurement(s) that chose it (chosen for looking good,

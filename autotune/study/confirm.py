@@ -95,6 +95,16 @@ default rounds: the count assumes one planned look), and once per call. It costs
 in the runs it is given in; what it buys was replayed before it was adopted
 (docs/measurements/extension-2026-12-05.txt, extension-2026-12-05b.txt).
 
+**Tie-break** (``tiebreak_round``, since 2026-12-05 (e)). After the looks and any extension,
+when the report calls two candidates better than the baseline and the one it would adopt (the
+better mean) is not clearly ahead of the other (``autotune.evidence.tiebreak.tied``: their runs
+overlap and their means are within 10%), each gets one more run, the baseline none, at most
+``TIE_BREAKS`` (2) times; the report then chooses on all their runs. It adds no ADOPT: it is
+given only when the report would already adopt, and it measures no other candidate and not the
+baseline, so no call turns to "better" (the two tied ones already are; a new run can only keep
+that or make it "unclear"). Replayed before it was adopted
+(docs/measurements/tiebreak-2026-12-05.txt).
+
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
 
@@ -114,6 +124,7 @@ from autotune.evidence import significance as sig
 from autotune.evidence.drift import Trend, steadied
 from autotune.evidence.extension import MOST_ADDED, extension_level, extension_levels
 from autotune.evidence.members import differing
+from autotune.evidence.tiebreak import TIE_BREAKS, TIE_GAP, tied
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.kinds import TrialKind
@@ -299,6 +310,9 @@ def undecided(
       dropped: 0.7 simulated minutes a run; within-10% a point either way on the demo grids
       and 3 points lower on the outside service (12-03b/c/d 97/93/89% with those rounds,
       96/94/90% without; inventory 76% against 73%; docs/measurements/choice-2026-12-03.txt).
+      After the looks, a tie-break may still give both one or two more runs
+      (``tiebreak_round``): only when the report would call both better and their means are
+      within 10%.
     - Otherwise the runner-up is decided when the best is separated from it at
       ``levels.interim`` and the report's call on the runner-up against the baseline is not
       "unclear" and the same at both levels: the report adopts the best among every candidate
@@ -534,21 +548,33 @@ def confirm(
                                extendable=sequential and interim >= 1.0)
 
     rounds = 1  # round 1 is the plan's
-    extended = False
+    phase = "looks"
+    ties = 0
 
     def next_look() -> list[dict[str, Any]]:
         # Rounds are counted per call, not per study: a study continued night after night
         # keeps earlier nights' confirmation rounds (they are evidence), and tonight's
-        # candidates still get their ``repeats`` looks, no more (and at most one extension).
-        nonlocal rounds, extended
-        if rounds >= repeats:
-            if extended:
-                return []
-            extended = True
+        # candidates still get their ``repeats`` looks, no more. Then at most one extension,
+        # then at most TIE_BREAKS tie-breaks; once a look has stopped the looks, no new look.
+        nonlocal rounds, phase, ties
+        if phase == "looks":
+            if rounds < repeats:
+                entries = sequential_round(exp, studies, schedule.candidates, used)
+                if entries:
+                    rounds += 1
+                    return rng.sample(entries, k=len(entries))
+                phase = "ties"  # decided early: no extension
+            else:
+                phase = "extension"
+        if phase == "extension":
+            phase = "ties"
             entries = extension_round(exp, studies, schedule.candidates, used)
-            return rng.sample(entries, k=len(entries))
-        entries = sequential_round(exp, studies, schedule.candidates, used)
-        rounds += 1 if entries else 0
+            if entries:
+                return rng.sample(entries, k=len(entries))
+        if ties >= TIE_BREAKS:
+            return []
+        ties += 1
+        entries = tiebreak_round(exp, studies, schedule.candidates, used)
         return rng.sample(entries, k=len(entries))
 
     def next_round() -> list[dict[str, Any]]:
@@ -847,17 +873,10 @@ def extension_round(
         return []
     recorded = extensions(studies.search.user_attrs)
     each = sig.each_of(levels.verdict, judged(studies))
-
-    def call(p: Pick) -> str:  # as the report calls it
-        searched = searched_values(studies, p.settings, standing.steady)
-        return sig.judge(standing.values[p.trial], searched, standing.against(p.trial),
-                         metric=metric, direction=direction, confidence=each,
-                         min_runs=MIN_RUNS, rank_alpha=standing.rank_alpha(p.trial, 1 - each)
-                         ).outcome
-
     best = standing.ranked[0]
     key = settings_key(best.settings)
-    if key in recorded or any(call(p) == "better" for p in standing.ranked):
+    if key in recorded or any(_call(exp, studies, standing, p, each) == "better"
+                              for p in standing.ranked):
         return []
     mine = standing.values[best.trial]
     offer = extension_for(mine, searched_values(studies, best.settings, standing.steady),
@@ -879,6 +898,46 @@ def extension_round(
             for _ in range(offer.added)
             for candidate, settings in ((BASELINE, exp.baseline_settings()),
                                         (best.trial, best.settings))]
+
+
+def tiebreak_round(
+    exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], levels: LookLevels,
+) -> list[dict[str, Any]]:
+    """One more run of the leader and of the runner-up among the candidates the report calls
+    better than the baseline, or [] (module docstring, "Tie-break"): given when their runs are
+    tied (``autotune.evidence.tiebreak.tied``). ``confirm`` asks after the looks (and the
+    extension), at most ``TIE_BREAKS`` times."""
+    direction = directions(exp)[0]
+    standing = _standing(exp, studies, candidates)
+    if len(standing.ranked) < 2 or not standing.baseline:
+        return []
+    each = sig.each_of(levels.verdict, judged(studies))
+    # The report adopts the best mean among those it calls better: a candidate between them
+    # that it does not call better (one run, say) is no rival.
+    adoptable = [p for p in standing.ranked
+                 if _call(exp, studies, standing, p, each) == "better"][:2]
+    if len(adoptable) < 2:
+        return []
+    leader, runner_up = adoptable
+    if not tied(standing.values[leader.trial], standing.values[runner_up.trial], direction):
+        return []
+    log.info("#%d and #%d are both better than the baseline, their runs overlap and their "
+             "means are within %.0f%%: one more run of each before choosing by the mean",
+             leader.trial, runner_up.trial, TIE_GAP * 100)
+    # Shuffled by ``confirm`` like every round; "tiebreak": for the record (trials.jsonl).
+    return [{"kind": TrialKind.CONFIRM.value, "settings": p.settings, "candidate": p.trial,
+             "round": _last_round(studies) + 1, "sequential": True, "tiebreak": True}
+            for p in (leader, runner_up)]
+
+
+def _call(exp: Experiment, studies: st.Studies, standing: _Standing, p: Pick,
+          each: float) -> str:
+    """Candidate ``p`` against the baseline at ``each``, as the report calls it."""
+    searched = searched_values(studies, p.settings, standing.steady)
+    return sig.judge(standing.values[p.trial], searched, standing.against(p.trial),
+                     metric=exp.goals[0].label, direction=directions(exp)[0], confidence=each,
+                     min_runs=MIN_RUNS, rank_alpha=standing.rank_alpha(p.trial, 1 - each)
+                     ).outcome
 
 
 def _last_round(studies: st.Studies) -> int:

@@ -23,6 +23,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.evidence.extension import MOST_ADDED
+from autotune.evidence.tiebreak import TIE_BREAKS
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
 
@@ -31,6 +32,13 @@ EXTENSION_TRIALS = 2 * MOST_ADDED
 ``MOST_ADDED`` times more each (``autotune.study.confirm.extension_round``), kept back for
 every sequential confirmation (it is given only when the planned rounds leave the leader
 undecided, which a plan cannot know)."""
+
+TIEBREAK_TRIALS = 2 * TIE_BREAKS
+"""The sequential confirmation's tie-breaks: one more run of each of two candidates, up to
+``TIE_BREAKS`` times (``autotune.study.confirm.tiebreak_round``). Never with an extension in
+one confirmation: the extension is given only when no candidate is called better, and its
+baseline runs count for the extended candidate alone, so no other becomes better and no tie
+can follow. The reserve keeps back the larger of the two."""
 
 DURATION_WINDOW = 10
 """Recorded trials whose longest duration sizes the night."""
@@ -118,9 +126,10 @@ def confirm_reserve(top: int, repeats: int, extra: int, *, sequential: bool = Fa
     candidates and of the baseline, and its ``extra`` adaptive runs. Sequential: one round of
     them, then up to ``repeats - 1`` rounds of the best, the runner-up and the baseline, then
     perhaps one extension round of the best and the baseline (``EXTENSION_TRIALS``,
-    ``autotune.study.confirm.extension_round``)."""
+    ``autotune.study.confirm.extension_round``) or the tie-breaks (``TIEBREAK_TRIALS``)."""
     if sequential:
-        return (top + 1) + (min(top, 2) + 1) * (repeats - 1) + EXTENSION_TRIALS
+        return ((top + 1) + (min(top, 2) + 1) * (repeats - 1)
+                + max(EXTENSION_TRIALS, TIEBREAK_TRIALS))
     return repeats * (top + 1) + extra
 
 
