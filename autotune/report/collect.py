@@ -28,7 +28,8 @@ def build_report(exp: Experiment, studies: Studies, *, now: dt.datetime | None =
         for t in study.get_trials(deepcopy=False):
             details[(label, t.number)] = {"record": t.user_attrs.get("record") or {},
                                           "candidate": t.user_attrs.get("candidate"),
-                                          "round": t.user_attrs.get("round")}
+                                          "round": t.user_attrs.get("round"),
+                                          "tiebreak": bool(t.user_attrs.get("tiebreak"))}
     importance, note = param_importance(exp, studies.search)
     generated = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
     return summarize(exp, StudyData(

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
 from autotune.evidence import significance as sig
 from autotune.evidence.drift import Drift, Trend, steadied
 from autotune.evidence.members import differing
+from autotune.evidence.tiebreak import TIE_GAP
 from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Experiment
 from autotune.report import robustness, scheduler
@@ -90,7 +91,8 @@ class StudyData:
     status: Mapping[str, Any]
     """``status_data(exp, studies)``."""
     details: Mapping[tuple[str, int], Mapping[str, Any]]
-    """(study, trial number) -> {"record": ..., "candidate": ..., "round": ...}."""
+    """(study, trial number) -> {"record": ..., "candidate": ..., "round": ..., "tiebreak":
+    ...}."""
     attrs: Mapping[str, Any]
     """The search study's user attrs (target, chaos, measure, sampler, fingerprint)."""
     importance: Mapping[str, float] | None
@@ -109,7 +111,9 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
     judged = _evidence(exp, rows, objectives, seed, confidence, MIN_RUNS if sequential else 2,
-                       extended=extensions(data.attrs))
+                       extended=extensions(data.attrs),
+                       tied={(study, n) for (study, n), d in data.details.items()
+                             if d.get("tiebreak")})
     evidence, baseline, shift = judged.kind, judged.baseline, judged.shift
     # Confirmed candidates in the order the verdict chooses among them (the mean of their runs,
     # significance.typical); search-only ones by their median.
@@ -317,7 +321,9 @@ def _scaled(r: TrialRow, steady: Trend) -> TrialRow:
 def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
     confidence: float, min_runs: int, *, extended: Mapping[str, Extension] | None = None,
+    tied: Set[tuple[str, int]] = frozenset(),
 ) -> _Evidence:
+    # ``tied``: the (study, number) of the tie-break runs (autotune.study.confirm.tiebreak_round)
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
@@ -412,6 +418,15 @@ def _evidence(
                      f"stricter level so that a wrong 'better' at either look stays within "
                      f"{1 - each:.2g}, against the baseline's runs with that round's, which no "
                      "other candidate is judged against (autotune.evidence.extension)")
+        ties = [r for rs in confirm.values() for r in rs if (r.study, r.number) in tied]
+        if ties:
+            names = " and ".join(f"#{c}" for c in sorted({str(r.candidate) for r in ties},
+                                                          key=lambda c: (len(c), c)))
+            count = len({r.round for r in ties})
+            note += (f". After the looks, {count} tie-break round(s) measured {names} once more "
+                     "each (both called better, their runs overlapping, their means within "
+                     f"{TIE_GAP:.0%}): the choice between them is made on all their runs "
+                     "(autotune.evidence.tiebreak)")
         if shift is not None:
             note += f". {shift.text(objectives[0].metric)}"
             note += f". {steady.text(objectives[0].metric)}" if steady is not None else _UNSCALED

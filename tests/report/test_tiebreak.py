@@ -150,6 +150,9 @@ def test_the_confirmation_breaks_a_tie_at_most_twice_and_leaves_the_baseline_out
     assert TIE_BREAKS == 2
     report = build_report(bld.exp, bld.studies)
     assert report.verdict == "adopt" and report.best_candidate == "#0", report.reason
+    assert ("After the looks, 2 tie-break round(s) measured #0 and #1 once more each (both "
+            "called better, their runs overlapping, their means within 10%)"
+            in report.evidence_note), report.evidence_note
 
 
 def test_tied_reads_the_direction() -> None:
