@@ -420,11 +420,15 @@ def _evidence(
                      "other candidate is judged against (autotune.evidence.extension)")
         ties = [r for rs in confirm.values() for r in rs if (r.study, r.number) in tied]
         if ties:
-            names = " and ".join(f"#{c}" for c in sorted({str(r.candidate) for r in ties},
-                                                          key=lambda c: (len(c), c)))
+            ids = [f"#{c}" for c in sorted({str(r.candidate) for r in ties},
+                                           key=lambda c: (len(c), c))]
+            # Two ids, except when the pair changed between rounds (a study continued over
+            # nights, or more rounds of looks).
+            names = (" and ".join(ids) if len(ids) == 2
+                     else f"two of {', '.join(ids[:-1])} and {ids[-1]}")
             count = len({r.round for r in ties})
-            note += (f". After the looks, {count} tie-break round(s) measured {names} once more "
-                     "each (both called better, their runs overlapping, their means within "
+            note += (f". After the looks, {count} tie-break round(s) each measured {names} once "
+                     "more (both called better, their runs overlapping, their means within "
                      f"{TIE_GAP:.0%}): the choice between them is made on all their runs "
                      "(autotune.evidence.tiebreak)")
         if shift is not None:
