@@ -275,9 +275,12 @@ def _confirm_options(p: argparse.ArgumentParser) -> None:
                         "(3 against 6 at 1.67%%: one crossing short, a candidate run slower "
                         "than one baseline run, one run each and that crossing allowed at 4 "
                         "against 7, p <= 0.61%%; two or three short, two runs each and 3 "
-                        "crossings allowed at 5 against 8, p <= 0.54%%). When two candidates "
-                        "are better, their runs overlap and their means are within 10%%, each "
-                        "is measured once more, at most twice, before the choice (default 3; "
+                        "crossings allowed at 5 against 8, p <= 0.54%%). When the report would "
+                        "adopt and another candidate may be better (also called better, runs "
+                        "overlapping and means within 10%%; or dropped by the looks after a "
+                        "slow run, with a better mean counting its search run, and more runs "
+                        "could still make it better), the two are measured once more, at most "
+                        "twice, before the choice (default 3; "
                         "with --fixed exactly that many rounds of every candidate)")
     p.add_argument("--fixed", action="store_true",
                    help="fixed confirmation: --repeats full rounds, each of k candidates "

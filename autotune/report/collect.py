@@ -22,6 +22,14 @@ MIN_IMPORTANCE_TRIALS = 5
 """Below this, PED-ANOVA's top quantile is one or two trials: importances would be noise."""
 
 
+def _step(attrs: Mapping[str, Any]) -> str | None:
+    """``TrialRow.step`` from a trial's user attrs (the entries ``autotune.study.confirm``
+    queues mark extension and tie-break runs)."""
+    if attrs.get("tiebreak"):
+        return "tie-break"
+    return "extension" if attrs.get("extension") else None
+
+
 def build_report(exp: Experiment, studies: Studies, *, now: dt.datetime | None = None) -> Report:
     details: dict[tuple[str, int], Mapping[str, Any]] = {}
     for label, study in (("reference", studies.reference), ("search", studies.search)):
@@ -29,7 +37,7 @@ def build_report(exp: Experiment, studies: Studies, *, now: dt.datetime | None =
             details[(label, t.number)] = {"record": t.user_attrs.get("record") or {},
                                           "candidate": t.user_attrs.get("candidate"),
                                           "round": t.user_attrs.get("round"),
-                                          "tiebreak": bool(t.user_attrs.get("tiebreak"))}
+                                          "step": _step(t.user_attrs)}
     importance, note = param_importance(exp, studies.search)
     generated = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
     return summarize(exp, StudyData(

@@ -380,6 +380,8 @@ def _trials(report: Report) -> list[Block]:
             f"#{t.candidate}" if isinstance(t.candidate, int) else str(t.candidate))
         if t.round is not None:
             tag += f" r{t.round}"
+        if t.step is not None:
+            tag += f" {t.step}"
         rows.append((t.study, str(t.number) + (f" @{t.member}" if t.member else ""),
                      t.kind + (f" ({t.origin})" if t.origin else ""),
                      t.state, ", ".join(value(v) for v in t.values) if t.values else "-",
@@ -389,8 +391,10 @@ def _trials(report: Report) -> list[Block]:
     return [Heading(2, "All trials"),
             Paragraph("#: the trial's number (@ the pool member that measured it). Kind "
                       "(origin): a search trial came from study.enqueue, the Go-aware prior, "
-                      "the space-filling design or the sampler. Timeline: each phase's start and "
-                      "length in seconds from the trial's start."),
+                      "the space-filling design or the sampler. Candidate / round: a confirmation "
+                      "run's candidate and round, and 'extension' or 'tie-break' for a run "
+                      "after the looks. Timeline: each phase's start and length in seconds "
+                      "from the trial's start."),
             Table(("study", "#", "kind", "state", "values", "settings", "feasible",
                    "candidate / round", "started (UTC)", "timeline (s)", "failure"),
                   tuple(rows))]

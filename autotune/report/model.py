@@ -195,6 +195,9 @@ class TrialRow:
     """The pool member that measured the trial (``target.kubernetes.pool``), else None."""
     at: float | None = None
     """When its measurement ended, epoch seconds (``autotune.study.record.measured_at``)."""
+    step: Literal["extension", "tie-break"] | None = None
+    """A confirmation run measured after the looks: in an extension round
+    (``autotune.study.confirm.extension_round``) or a tie-break (``tiebreak_round``)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,8 +91,8 @@ class StudyData:
     status: Mapping[str, Any]
     """``status_data(exp, studies)``."""
     details: Mapping[tuple[str, int], Mapping[str, Any]]
-    """(study, trial number) -> {"record": ..., "candidate": ..., "round": ..., "tiebreak":
-    ...}."""
+    """(study, trial number) -> {"record": ..., "candidate": ..., "round": ..., "step": ...}
+    (``TrialRow.step``)."""
     attrs: Mapping[str, Any]
     """The search study's user attrs (target, chaos, measure, sampler, fingerprint)."""
     importance: Mapping[str, float] | None
@@ -111,9 +111,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
     judged = _evidence(exp, rows, objectives, seed, confidence, MIN_RUNS if sequential else 2,
-                       extended=extensions(data.attrs),
-                       tied={(study, n) for (study, n), d in data.details.items()
-                             if d.get("tiebreak")})
+                       extended=extensions(data.attrs))
     evidence, baseline, shift = judged.kind, judged.baseline, judged.shift
     # Confirmed candidates in the order the verdict chooses among them (the mean of their runs,
     # significance.typical); search-only ones by their median.
@@ -262,6 +260,7 @@ def _row(t: Mapping[str, Any], detail: Mapping[str, Any]) -> TrialRow:
         timeline=tuple((str(n), float(a), float(b)) for n, a, b in record.get("timeline") or ()),
         member=record.get("member"),
         at=measured_at(record),
+        step=detail.get("step"),
     )
 
 
@@ -321,9 +320,7 @@ def _scaled(r: TrialRow, steady: Trend) -> TrialRow:
 def _evidence(
     exp: Experiment, rows: Sequence[TrialRow], objectives: Sequence[Objective], seed: int,
     confidence: float, min_runs: int, *, extended: Mapping[str, Extension] | None = None,
-    tied: Set[tuple[str, int]] = frozenset(),
 ) -> _Evidence:
-    # ``tied``: the (study, number) of the tie-break runs (autotune.study.confirm.tiebreak_round)
     # ``min_runs``: a sequential confirmation decides nothing on fewer than MIN_RUNS runs a
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
@@ -418,7 +415,7 @@ def _evidence(
                      f"stricter level so that a wrong 'better' at either look stays within "
                      f"{1 - each:.2g}, against the baseline's runs with that round's, which no "
                      "other candidate is judged against (autotune.evidence.extension)")
-        ties = [r for rs in confirm.values() for r in rs if (r.study, r.number) in tied]
+        ties = [r for rs in confirm.values() for r in rs if r.step == "tie-break"]
         if ties:
             ids = [f"#{c}" for c in sorted({str(r.candidate) for r in ties},
                                            key=lambda c: (len(c), c))]
@@ -428,9 +425,9 @@ def _evidence(
                      else f"two of {', '.join(ids[:-1])} and {ids[-1]}")
             count = len({r.round for r in ties})
             note += (f". After the looks, {count} tie-break round(s) each measured {names} once "
-                     "more (both called better, their runs overlapping, their means within "
-                     f"{TIE_GAP:.0%}): the choice between them is made on all their runs "
-                     "(autotune.evidence.tiebreak)")
+                     "more (the one to adopt and one that may be better: a better mean, or "
+                     f"runs overlapping and means within {TIE_GAP:.0%}): the choice is made on "
+                     "all their runs (autotune.evidence.tiebreak)")
         if shift is not None:
             note += f". {shift.text(objectives[0].metric)}"
             note += f". {steady.text(objectives[0].metric)}" if steady is not None else _UNSCALED

@@ -95,15 +95,21 @@ default rounds: the count assumes one planned look), and once per call. It costs
 in the runs it is given in; what it buys was replayed before it was adopted
 (docs/measurements/extension-2026-12-05.txt, extension-2026-12-05b.txt).
 
-**Tie-break** (``tiebreak_round``, since 2026-12-05 (e)). After the looks and any extension,
-when the report calls two candidates better than the baseline and the one it would adopt (the
-better mean) is not clearly ahead of the other (``autotune.evidence.tiebreak.tied``: their runs
-overlap and their means are within 10%), each gets one more run, the baseline none, at most
-``TIE_BREAKS`` (2) times; the report then chooses on all their runs. It adds no ADOPT: it is
-given only when the report would already adopt, and it measures no other candidate and not the
-baseline, so no call turns to "better" (the two tied ones already are; a new run can only keep
-that or make it "unclear"). Replayed before it was adopted
-(docs/measurements/tiebreak-2026-12-05.txt).
+**Tie-break** (``tiebreak_round``, since 2026-12-05 (e)). After the looks, when the report
+would adopt (it calls a candidate better) and another candidate may be better than the one it
+would choose (``autotune.evidence.tiebreak.contests``), the two get one more run each, the
+baseline none, at most ``TIE_BREAKS`` (2) times; the report then chooses on all their runs.
+The other candidate is one the report also calls better whose runs overlap the leader's and
+whose mean is within 10%, or (since 2026-12-06) one the looks dropped on one or two runs whose
+mean, with its search measurement, is better than the leader's and which the tie-break's runs
+could still make better (``_revivable``). It adds no ADOPT: it is given only when the report
+would already adopt, and the baseline gets no run. A candidate it measures again is held to
+its share of alpha as planned (3 runs against the baseline's 6 pass by chance with 1 / C(9, 3)
+= 1.2%, whenever the decision to measure them was taken). One more run can make the leader's
+call "unclear" (the runs differ, or a drifted baseline's trend scales a later run), and when the
+rival is not called better either the verdict becomes INCONCLUSIVE: 1 replayed run in 1600.
+Not after an extension (the night keeps back trials for one or the other). Replayed before it
+was adopted (docs/measurements/tiebreak-2026-12-05.txt, tiebreak-2026-12-06.txt).
 
 The runner-up comparison only decides when to stop measuring, not the verdict.
 """
@@ -124,7 +130,7 @@ from autotune.evidence import significance as sig
 from autotune.evidence.drift import Trend, steadied
 from autotune.evidence.extension import MOST_ADDED, extension_level, extension_levels
 from autotune.evidence.members import differing
-from autotune.evidence.tiebreak import TIE_BREAKS, TIE_GAP, tied
+from autotune.evidence.tiebreak import TIE_BREAKS, TIE_GAP, contests
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.kinds import TrialKind
@@ -570,11 +576,16 @@ def confirm(
             phase = "ties"
             entries = extension_round(exp, studies, schedule.candidates, used)
             if entries:
+                # No tie-break after an extension: the night keeps back trials for one or
+                # the other (night.budget.confirm_reserve), and a rival the tie-break could
+                # still call better may follow an extended leader that became better.
+                ties = TIE_BREAKS
                 return rng.sample(entries, k=len(entries))
         if ties >= TIE_BREAKS:
             return []
         ties += 1
-        entries = tiebreak_round(exp, studies, schedule.candidates, used)
+        entries = tiebreak_round(exp, studies, schedule.candidates, used,
+                                 left=TIE_BREAKS - ties + 1)
         return rng.sample(entries, k=len(entries))
 
     def next_round() -> list[dict[str, Any]]:
@@ -902,32 +913,96 @@ def extension_round(
 
 def tiebreak_round(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], levels: LookLevels,
+    *, left: int = 1,
 ) -> list[dict[str, Any]]:
-    """One more run of the leader and of the runner-up among the candidates the report calls
-    better than the baseline, or [] (module docstring, "Tie-break"): given when their runs are
-    tied (``autotune.evidence.tiebreak.tied``). ``confirm`` asks after the looks (and the
-    extension), at most ``TIE_BREAKS`` times."""
+    """One more run of the leader (the candidate the report would adopt: the best mean among
+    those it calls better, of any night: ``_every_judged``) and of its closest rival, or []
+    (module docstring, "Tie-break"; ``autotune.evidence.tiebreak``). A rival is another
+    candidate called better, or one that ``left`` more runs (this round's and the tie-breaks
+    after it) could still make better (``_revivable``), and it ``contests`` the leader; the
+    closest is the best by the mean of what ``_hint`` reads. ``confirm`` asks after the looks,
+    at most ``TIE_BREAKS`` times."""
     direction = directions(exp)[0]
-    standing = _standing(exp, studies, candidates)
+    standing = _standing(exp, studies, _every_judged(studies, candidates))
     if len(standing.ranked) < 2 or not standing.baseline:
         return []
     each = sig.each_of(levels.verdict, judged(studies))
-    # The report adopts the best mean among those it calls better: a candidate between them
-    # that it does not call better (one run, say) is no rival.
-    adoptable = [p for p in standing.ranked
-                 if _call(exp, studies, standing, p, each) == "better"][:2]
-    if len(adoptable) < 2:
+    calls = {p.trial: _call(exp, studies, standing, p, each) for p in standing.ranked}
+    adoptable = [p for p in standing.ranked if calls[p.trial] == "better"]
+    if not adoptable:
+        return []  # the report would not adopt: no choice to make
+    leader = adoptable[0]
+    mine = standing.values[leader.trial]
+    hints = {p.trial: _hint(studies, standing, p, calls[p.trial]) for p in standing.ranked}
+    rivals = sorted((p for p in standing.ranked if p is not leader
+                     and (calls[p.trial] == "better"
+                          or (calls[p.trial] == "unclear"
+                              and _revivable(standing, p, left, 1 - each, direction)))
+                     and contests(mine, hints[p.trial], direction,
+                                  adoptable=calls[p.trial] == "better")),
+                    key=lambda p: (*sig.rank_key(hints[p.trial], direction), p.trial))
+    if not rivals:
         return []
-    leader, runner_up = adoptable
-    if not tied(standing.values[leader.trial], standing.values[runner_up.trial], direction):
-        return []
-    log.info("#%d and #%d are both better than the baseline, their runs overlap and their "
-             "means are within %.0f%%: one more run of each before choosing by the mean",
-             leader.trial, runner_up.trial, TIE_GAP * 100)
+    rival = rivals[0]
+    if calls[rival.trial] == "better":
+        why = (f"both are better than the baseline, their runs overlap and their means are "
+               f"within {TIE_GAP:.0%}")
+    else:
+        why = (f"#{rival.trial}'s mean is better (with its search measurement) and its "
+               f"{len(standing.values[rival.trial])} run(s) could still be called better")
+    log.info("#%d and #%d: %s: one more run of each before choosing by the mean",
+             leader.trial, rival.trial, why)
     # Shuffled by ``confirm`` like every round; "tiebreak": for the record (trials.jsonl).
     return [{"kind": TrialKind.CONFIRM.value, "settings": p.settings, "candidate": p.trial,
              "round": _last_round(studies) + 1, "sequential": True, "tiebreak": True}
-            for p in (leader, runner_up)]
+            for p in (leader, rival)]
+
+
+def _every_judged(studies: st.Studies, candidates: Sequence[Pick]) -> list[Pick]:
+    """Tonight's candidates and every other configuration the report judges (``judged``: an
+    earlier night's, in a study continued over nights), each named by the search trial of its
+    first confirmation run: the report chooses among all of them, so a tie-break is about
+    whichever it would adopt."""
+    picks = list(candidates)
+    seen = {settings_key(p.settings) for p in picks}
+    for t in _Measured.read(studies).runs:
+        candidate = t.user_attrs.get("candidate")
+        if t.user_attrs.get("kind") != TrialKind.CONFIRM or not isinstance(candidate, int):
+            continue
+        key = settings_key(t.user_attrs.get("settings", {}))
+        if key not in seen:
+            seen.add(key)
+            picks.append(Pick(candidate, dict(t.user_attrs["settings"]), (), ()))
+    return picks
+
+
+def _hint(studies: st.Studies, standing: _Standing, p: Pick, call: str) -> list[float]:
+    """What says whether candidate ``p`` contests the leader: its confirmation runs, and for
+    one not called better its search measurements too. A search value flatters (the best of
+    many looks better than it is): it decides only where a tie-break's runs go, never a call or
+    the choice (``autotune.evidence.tiebreak``)."""
+    mine = list(standing.values[p.trial])
+    if call == "better":
+        return mine
+    return [*mine, *searched_values(studies, p.settings, standing.steady)]
+
+
+def _revivable(standing: _Standing, p: Pick, left: int, alpha: float,
+               direction: sig.Direction) -> bool:
+    """Whether ``left`` more runs of candidate ``p`` (the baseline none) could make the report
+    call it better: at least ``MIN_RUNS`` runs then, and the rank test's p-value at best (every
+    new run better than all so far) within ``alpha``, its share. Pure.
+
+    Why its share still holds: when nothing differs, a wrong "better" needs all its runs to
+    separate from the baseline's, and that has the same chance whenever the decision to measure
+    it again was taken: deciding on its first run(s) can only give up runs, never add a way to
+    pass. And no ADOPT comes from it: a tie-break is given only when the report already
+    adopts."""
+    mine = standing.values[p.trial]
+    if len(mine) + left < MIN_RUNS or standing.rank_alpha(p.trial, alpha) is not None:
+        return False  # an extended candidate is held to its extension's count
+    return _best_possible_p(mine, standing.against(p.trial), direction, left,
+                            baseline_added=0) <= alpha + 1e-9
 
 
 def _call(exp: Experiment, studies: st.Studies, standing: _Standing, p: Pick,
@@ -971,15 +1046,18 @@ def extension_for(
 
 
 def _best_possible_p(mine: Sequence[float], baseline: Sequence[float],
-                     direction: sig.Direction, added: int) -> float:
-    """The rank test's p after ``added`` more runs of each, at best: the candidate's new runs
-    better than every run so far and the baseline's worse, all distinct (ties would share a
-    mid-rank and understate it). Pure."""
+                     direction: sig.Direction, added: int,
+                     baseline_added: int | None = None) -> float:
+    """The rank test's p after ``added`` more runs of the candidate and ``baseline_added``
+    (default: as many) of the baseline, at best: the candidate's new runs better than every run
+    so far and the baseline's worse, all distinct (ties would share a mid-rank and understate
+    it). Pure."""
     low, high = min([*mine, *baseline]), max([*mine, *baseline])
     beyond = high - low + abs(high) + abs(low) + 1.0
     sign = 1.0 if direction == "minimize" else -1.0
     best = [(low if sign > 0 else high) - sign * (beyond + i) for i in range(added)]
-    worst = [(high if sign > 0 else low) + sign * (beyond + i) for i in range(added)]
+    worst = [(high if sign > 0 else low) + sign * (beyond + i)
+             for i in range(added if baseline_added is None else baseline_added)]
     return sig.separation_p([*mine, *best], [*baseline, *worst], direction=direction)
 
 

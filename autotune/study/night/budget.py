@@ -36,9 +36,9 @@ undecided, which a plan cannot know)."""
 TIEBREAK_TRIALS = 2 * TIE_BREAKS
 """The sequential confirmation's tie-breaks: one more run of each of two candidates, up to
 ``TIE_BREAKS`` times (``autotune.study.confirm.tiebreak_round``). Never with an extension in
-one confirmation: the extension is given only when no candidate is called better, and its
-baseline runs count for the extended candidate alone, so no other becomes better and no tie
-can follow. The reserve keeps back the larger of the two."""
+one confirmation: ``confirm`` gives no tie-break after an extension (an extended leader that
+became better could otherwise meet a rival the tie-break might still make better). The
+reserve keeps back the larger of the two."""
 
 DURATION_WINDOW = 10
 """Recorded trials whose longest duration sizes the night."""
