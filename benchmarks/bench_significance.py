@@ -16,14 +16,9 @@ import time
 import numpy as np
 
 from autotune.evidence import significance as sig
-from autotune.study.confirm import (
-    MIN_RUNS,
-    LookLevels,
-    extension_for,
-    look_levels,
-    silent_looks,
-    undecided,
-)
+from autotune.study.confirmation.extension import extension_for
+from autotune.study.confirmation.looks import LookLevels, look_levels, silent_looks, undecided
+from autotune.study.confirmation.standing import MIN_RUNS
 
 
 def rates(gain: float, noise: float, n: int, sims: int, rng: np.random.Generator,
@@ -88,7 +83,8 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
     """The share of whole confirmations that end ADOPT, played as the product runs them: the
     ``top`` best of ``searched`` search measurements are confirmed; round 1 measures each and
     the baseline once; each look ranks them by the mean of their runs
-    (``significance.rank_key``, as ``confirm._standing``) and asks ``undecided`` about the leader,
+    (``significance.rank_key``, as ``confirmation.standing.read_standing``) and asks ``undecided``
+    about the leader,
     the baseline and the runner-up; the next round measures the leader and what is pending; the
     verdict judges every candidate (``significance.judge``: "better" on its confirmation runs,
     each at ``significance.each_of(levels.verdict, top)``, the report's rule) and adopts if any
@@ -98,7 +94,7 @@ def confirmation_false_adopt(levels: LookLevels, noise: float, sims: int,
     ``gains``: the true relative gain of each search configuration (missing ones: 0, nothing
     differs; then every ADOPT is wrong). ``legacy``: the rule before 2026-12-04 (the search
     measurement pooled with the confirmation runs, every candidate at the family's level).
-    ``extend``: after the rounds, the product's extension round (``confirm.extension_for``: one
+    ``extend``: after the rounds, the product's extension round (``extension.extension_for``: one
     or two more runs of an undecided leader and of the baseline, the leader then judged at the
     stricter rank-test level it sets)."""
     k = 1 if legacy else top

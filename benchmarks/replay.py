@@ -44,7 +44,7 @@ from autotune.experiment.models import Design, Experiment, Setting
 from autotune.platforms.replay import Replay, ReplayGrid
 from autotune.progress import SilentProgress
 from autotune.study import storage as st
-from autotune.study.confirm import top_configurations
+from autotune.study.confirmation.candidates import top_configurations
 from autotune.study.journal import Journal
 from autotune.study.loop import StudyRunner, trial_summary
 from autotune.study.objective import directions, score

@@ -86,7 +86,7 @@ from autotune.platforms.replay import Replay, ReplayGrid, early_column
 from autotune.progress import SilentProgress
 from autotune.report.history import verdict_record
 from autotune.study import nightly
-from autotune.study.confirm import BASELINE
+from autotune.study.confirmation.candidates import BASELINE
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import StudyRunner
 from autotune.study.objective import score
@@ -159,7 +159,7 @@ class Outcome:
     """Where a run that is not within 10% lost the good configurations (``missed_at``)."""
     error: str | None = None
     extended: int = 0
-    """Runs a side the extension round added (``autotune.study.confirm.extension_round``; 0:
+    """Runs a side the extension round added (``autotune.study.confirmation.extension``; 0:
     none was given)."""
 
 

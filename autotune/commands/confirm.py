@@ -1,5 +1,5 @@
 """``autotune confirm``: re-measure the top candidates and the baseline, interleaved and
-shuffled, in rounds until the verdict is decisive (``autotune.study.confirm``), and give the
+shuffled, in rounds until the verdict is decisive (``autotune.study.confirmation``), and give the
 verdict."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from autotune.commands import session
 from autotune.errors import ExitCode
 from autotune.progress import RichProgress
 from autotune.study import storage as st
-from autotune.study.confirm import confirm
+from autotune.study.confirmation.run import confirm
 from autotune.study.loop import Progress
 
 

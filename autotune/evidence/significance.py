@@ -36,7 +36,7 @@ best of many single measurements is optimistic (winner's curse), so only an over
 adopted unconfirmed.
 
 **Which of several candidates** (``decide``, and the confirmation's leader,
-``autotune.study.confirm``): each candidate is first judged against the baseline by the median
+``autotune.study.confirmation``): each candidate is first judged against the baseline by the median
 interval above; among those it calls better, the one adopted is the one with the best ``typical``
 value, the **mean** of its runs. Choosing is an estimate, not a test: with the 3 to 6 runs a
 confirmation gives a candidate, a median is one or two of them, the mean uses all, and the
@@ -81,7 +81,8 @@ baseline runs (the default confirmation) "better" at 98.33% (each of 3 candidate
 every candidate run beats every baseline run: 1 / C(9, 3) = 1.2%, under the 1.67% each candidate
 holds, so any wrong "better" among the 3 stays under 5%. It can never be called on fewer runs
 than make the smallest p-value, 1 / C(n + m, n), reach the level (3 vs 3 at 95%: 5%, just;
-2 vs 5 at 98.33%: never; ``autotune.study.confirm.confirm`` warns of a plan that cannot adopt).
+2 vs 5 at 98.33%: never; ``autotune.study.confirmation.run.confirm`` warns of a plan that
+cannot adopt).
 Replayed on the whole product: docs/measurements/exact-2026-12-04.txt.
 """
 
@@ -388,7 +389,7 @@ def typical(values: Sequence[float]) -> float:
 
 def rank_key(values: Sequence[float], direction: Direction) -> tuple[float, float]:
     """Sorts candidates best first: by ``typical``, ties by the median, oriented so that lower
-    is better. The confirmation's leader (``autotune.study.confirm``) and the report's order of
+    is better. The confirmation's leader (``autotune.study.confirmation``) and the report's order of
     confirmed candidates both sort by it (then by trial number), so a look and the report name
     the same candidate. Pure."""
     sign = 1.0 if direction == "minimize" else -1.0

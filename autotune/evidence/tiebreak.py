@@ -1,6 +1,6 @@
 """When the candidate the report would adopt is not told apart from another one that may be
 better: the tie-break rule of the sequential confirmation
-(``autotune.study.confirm.tiebreak_round``). Pure.
+(``autotune.study.confirmation.tiebreak.tiebreak_round``). Pure.
 
 The report adopts, among the candidates it calls better than the baseline, the one with the
 best mean of its runs (``significance.typical``). With three runs each, one slow run of the
@@ -21,7 +21,8 @@ best): a larger lead is kept without spending a trial on it.
 A rival need not be called better yet (since 2026-12-06): the looks drop a candidate after a
 slow run (three candidates in round 1, the two best after it), and one dropped on one or two
 runs is "unclear", however good it is. It contests when the tie-break's runs could still make
-it better (``autotune.study.confirm`` counts that) and its mean is better than the leader's,
+it better (``autotune.study.confirmation.tiebreak`` counts that) and its mean is better than the
+leader's,
 read over its confirmation runs and the search measurement that chose it. The search value
 flatters it (the best of many looks better than it is), so it only decides where the runs go;
 the report judges and chooses on confirmation runs alone. A tied one not called better is left

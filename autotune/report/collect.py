@@ -23,7 +23,7 @@ MIN_IMPORTANCE_TRIALS = 5
 
 
 def _step(attrs: Mapping[str, Any]) -> str | None:
-    """``TrialRow.step`` from a trial's user attrs (the entries ``autotune.study.confirm``
+    """``TrialRow.step`` from a trial's user attrs (the entries ``autotune.study.confirmation``
     queues mark extension and tie-break runs)."""
     if attrs.get("tiebreak"):
         return "tie-break"

@@ -197,7 +197,8 @@ class TrialRow:
     """When its measurement ended, epoch seconds (``autotune.study.record.measured_at``)."""
     step: Literal["extension", "tie-break"] | None = None
     """A confirmation run measured after the looks: in an extension round
-    (``autotune.study.confirm.extension_round``) or a tie-break (``tiebreak_round``)."""
+    (``autotune.study.confirmation.extension``) or a tie-break
+    (``autotune.study.confirmation.tiebreak``)."""
 
 
 @dataclass(frozen=True)

@@ -47,18 +47,17 @@ from autotune.report.model import (
     Spread,
     TrialRow,
 )
-from autotune.study.confirm import (
-    BASELINE,
+from autotune.study.confirmation.attrs import (
     CONFIDENCE_ATTR,
     LOOK_CONFIDENCE_ATTR,
-    LOOK_RUNS,
-    MIN_RUNS,
     RULE,
     RULE_ATTR,
     Extension,
     extensions,
-    top_configurations,
 )
+from autotune.study.confirmation.candidates import BASELINE, top_configurations
+from autotune.study.confirmation.looks import LOOK_RUNS
+from autotune.study.confirmation.standing import MIN_RUNS
 from autotune.study.kinds import TrialKind
 from autotune.study.record import measured_at
 from autotune.study.space import settings_key, to_env
@@ -106,7 +105,7 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
                  for t in data.status["trials"])
     objectives = _objectives(exp)
     # A sequential confirmation looked several times: its verdict holds at the level the
-    # looks' split gave it (autotune.study.confirm.look_levels), not at the usual 95%.
+    # looks' split gave it (autotune.study.confirmation.looks.look_levels), not at the usual 95%.
     sequential = CONFIDENCE_ATTR in data.attrs
     confidence = float(data.attrs.get(CONFIDENCE_ATTR, sig.CONFIDENCE))
     interim = data.attrs.get(LOOK_CONFIDENCE_ATTR)
@@ -325,13 +324,13 @@ def _evidence(
     # side, and the verdict must not either (a candidate dropped after round 1 has only 2).
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
     # A pool's verdict leaves out the runs of a member whose baseline differs
-    # (autotune.study.confirm.comparable).
+    # (autotune.study.confirmation.standing.comparable).
     left_out = differing((r.member, r.values[0]) for r in done
                          if r.member and r.kind == TrialKind.BASELINE and r.values)
     done = [r for r in done if r.member not in left_out]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     # The baseline's runs of extension rounds count in their candidate's comparison alone
-    # (autotune.study.confirm.Extension): not in the drift, not for the other candidates.
+    # (autotune.study.confirmation.attrs.Extension): not in the drift, not for the other candidates.
     extended = extended or {}
     extension_rounds = {e.round for e in extended.values()}
 
@@ -366,7 +365,7 @@ def _evidence(
 
     if confirm and (confirmed_baseline or repeats):
         # A candidate is judged on its confirmation runs only: its search measurement is the
-        # one that got it chosen, biased towards looking better (autotune.study.confirm,
+        # one that got it chosen, biased towards looking better (confirmation.standing,
         # "What a verdict is judged on"); it is shown apart (search_values). The baseline's
         # repeats and interleaved runs were never chosen: both count.
         base_runs = [*repeats, *confirmed_baseline]
@@ -581,7 +580,7 @@ def _side(change: float) -> str:
 def _rank(c: Configuration, primary: Objective,
           by_mean: bool) -> tuple[float, float, float, str]:
     """Best first: ``by_mean``, by ``significance.rank_key`` of the runs (the mean, then the
-    median: as the confirmation's leader is chosen, ``confirm._standing``); otherwise by the
+    median: as the confirmation's leader is chosen, ``standing.read_standing``); otherwise by the
     median; then the trial number."""
     trial = float("inf") if c.trial is None else float(c.trial)
     values = [r.values[0] for r in c.runs if r.values]

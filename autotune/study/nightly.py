@@ -30,7 +30,7 @@ from typing import Any
 
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
-from autotune.study.confirm import confirm
+from autotune.study.confirmation.run import confirm
 from autotune.study.interrupts import Interrupted, shielded
 from autotune.study.loop import RunResult, StudyRunner, completed_search, enqueue_baseline
 from autotune.study.night import records
@@ -57,7 +57,7 @@ class NightOptions:
     repeats: int = 3
     extra: int = 6
     sequential: bool = True
-    """Sequential confirmation (``autotune.study.confirm``); False: fixed rounds."""
+    """Sequential confirmation (``autotune.study.confirmation``); False: fixed rounds."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
         for attrs in drift_runs:
             studies.reference.enqueue_trial({}, user_attrs=attrs)
         queued += len(drift_runs)
-    # Several objectives are always confirmed in fixed rounds (autotune.study.confirm).
+    # Several objectives are always confirmed in fixed rounds (autotune.study.confirmation).
     sequential = options.sequential and len(exp.goals) == 1
     reserved = ((confirm_reserve(options.top, options.repeats, options.extra,
                                  sequential=sequential)

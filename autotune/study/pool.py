@@ -18,7 +18,7 @@ the distributed mode Optuna's users know; SQLite or PostgreSQL):
   member is restored;
 - the confirmation and the drift runs then run on the first member still standing (the target
   itself, unless it stopped); the verdict leaves out the runs of a member whose baseline
-  differs (``autotune.study.confirm.comparable``).
+  differs (``autotune.study.confirmation.standing.comparable``).
 
 Why threads in one process, not an Indexed Job with a pod per member: one process holds one
 lock per member (their Leases), restores every member on any exit, and goes straight on to the

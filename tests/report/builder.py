@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 
 from autotune.experiment import Experiment, Setting, parse_experiment
 from autotune.study import storage as st
-from autotune.study.confirm import RULE, RULE_ATTR
+from autotune.study.confirmation.attrs import RULE, RULE_ATTR
 from autotune.study.objective import score
 from autotune.study.space import to_env
 

@@ -15,23 +15,18 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.evidence import significance as sig
 from autotune.report import build_report
 from autotune.study import storage as st
-from autotune.study.confirm import (
-    BASELINE,
-    CONFIDENCE_ATTR,
-    LOOK_CONFIDENCE_ATTR,
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR, LOOK_CONFIDENCE_ATTR
+from autotune.study.confirmation.candidates import BASELINE, top_configurations
+from autotune.study.confirmation.looks import (
     LOOK_RUNS,
-    MIN_RUNS,
     LookLevels,
-    confirm,
     look_levels,
-    plan,
-    pooled_values,
-    searched_values,
     sequential_round,
     silent_looks,
-    top_configurations,
     undecided,
 )
+from autotune.study.confirmation.run import confirm, plan
+from autotune.study.confirmation.standing import MIN_RUNS, pooled_values, searched_values
 from autotune.study.loop import completed_search, trial_summary
 from autotune.study.space import settings_key
 from benchmarks.bench_significance import confirmation_false_adopt, sequential_false_adopt
@@ -624,7 +619,7 @@ def _confirm_warnings(tmp: Path, caplog: pytest.LogCaptureFixture, *, searched: 
     sim.runner.run(sim.studies, searched)
     if confidence is not None:
         sim.studies.search.set_user_attr(CONFIDENCE_ATTR, confidence)
-    with caplog.at_level("WARNING", logger="autotune.study.confirm"):
+    with caplog.at_level("WARNING", logger="autotune.study.confirmation.run"):
         confirm(sim.exp, sim.studies, sim.runner, top=top, repeats=repeats, seed=5)
     return caplog.text, build_report(sim.exp, sim.studies).verdict
 

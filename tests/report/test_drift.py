@@ -10,16 +10,11 @@ import pytest
 
 from autotune.evidence.drift import drift, trend
 from autotune.report import build_report
-from autotune.study import confirm as confirm_module
-from autotune.study.confirm import (
-    BASELINE,
-    CONFIDENCE_ATTR,
-    look_levels,
-    sequential_round,
-    silent_looks,
-    steadiness,
-    top_configurations,
-)
+from autotune.study.confirmation import standing as confirm_module
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR
+from autotune.study.confirmation.candidates import BASELINE, top_configurations
+from autotune.study.confirmation.looks import look_levels, sequential_round, silent_looks
+from autotune.study.confirmation.standing import steadiness
 from autotune.study.loop import trial_summary
 from tests.report.builder import Builder, m
 from tests.report.builder import experiment as builder_experiment
@@ -113,7 +108,7 @@ def test_a_look_judges_the_drifted_runs_as_the_report_does(tmp_path: Path) -> No
     assert build_report(bld.exp, bld.studies).verdict == "adopt"
     # The same look on the runs as measured does not stop: the scaling is what decided it.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(confirm_module._Measured, "steadiness", lambda self: None)
+        patch.setattr(confirm_module.Measured, "steadiness", lambda self: None)
         assert sequential_round(bld.exp, bld.studies, picks, levels) != []
 
 

@@ -1,4 +1,4 @@
-"""The extension round (autotune.evidence.extension, autotune.study.confirm.extension_round):
+"""The extension round (autotune.evidence.extension, autotune.study.confirmation.extension):
 one or two more runs of an undecided leader and of the baseline, held to its level at both
 looks."""
 
@@ -16,21 +16,17 @@ from autotune.evidence import significance as sig
 from autotune.evidence.extension import UP_TO, extension_level, extension_levels, union_bound
 from autotune.experiment import Experiment
 from autotune.report import build_report
-from autotune.study.confirm import (
-    CONFIDENCE_ATTR,
-    EXTENSION_ATTR,
-    Extension,
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR, EXTENSION_ATTR, Extension, extensions
+from autotune.study.confirmation.candidates import top_configurations
+from autotune.study.confirmation.extension import extension_for, extension_round
+from autotune.study.confirmation.looks import (
     LookLevels,
-    confirm,
-    extension_for,
-    extension_round,
-    extensions,
     look_levels,
-    pooled_values,
     sequential_round,
     silent_looks,
-    top_configurations,
 )
+from autotune.study.confirmation.run import confirm
+from autotune.study.confirmation.standing import pooled_values
 from autotune.study.loop import trial_summary
 from autotune.study.night.budget import confirm_reserve
 from autotune.study.space import settings_key
@@ -344,7 +340,7 @@ def test_the_confirmation_runs_the_extension_and_the_report_holds_it(tmp_path: P
         recorded = sim.studies.search.user_attrs.get(EXTENSION_ATTR)
         rounds: dict[int, list[object]] = {}
         for t in sim.studies.reference.get_trials():
-            # Tie-breaks (confirm.tiebreak_round) are rounds of two candidates, no baseline.
+            # Tie-breaks (confirmation.tiebreak) are rounds of two candidates, no baseline.
             if t.user_attrs.get("kind") == "confirm" and not t.user_attrs.get("tiebreak"):
                 rounds.setdefault(t.user_attrs["round"], []).append(t.user_attrs["candidate"])
         if recorded is None:

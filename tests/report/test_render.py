@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from autotune.report import Report, build_report, write_report
-from autotune.study.confirm import confirm
+from autotune.study.confirmation.run import confirm
 from tests.report.builder import Builder
 from tests.report.simstudy import run_sim
 

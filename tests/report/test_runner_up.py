@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.report import build_report, document, markdown
-from autotune.study.confirm import BASELINE, CONFIDENCE_ATTR, look_levels
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR
+from autotune.study.confirmation.candidates import BASELINE
+from autotune.study.confirmation.looks import look_levels
 from tests.report.builder import Builder, m
 from tests.report.builder import experiment as builder_experiment
 

@@ -1,6 +1,6 @@
-"""The tie-break round (autotune.study.confirm.tiebreak_round): when the report could adopt either
-of its two leading candidates and their runs overlap, one more run of each before it chooses
-between them by the mean."""
+"""The tie-break round (autotune.study.confirmation.tiebreak.tiebreak_round): when the report
+could adopt either of its two leading candidates and their runs overlap, one more run of each
+before it chooses between them by the mean."""
 
 from __future__ import annotations
 
@@ -11,14 +11,11 @@ from typing import Any
 from autotune.evidence.tiebreak import TIE_BREAKS, contests, tied
 from autotune.experiment import Setting
 from autotune.report import build_report, document, markdown
-from autotune.study.confirm import (
-    CONFIDENCE_ATTR,
-    LookLevels,
-    Pick,
-    confirm,
-    tiebreak_round,
-    top_configurations,
-)
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR
+from autotune.study.confirmation.candidates import Pick, top_configurations
+from autotune.study.confirmation.looks import LookLevels
+from autotune.study.confirmation.run import confirm
+from autotune.study.confirmation.tiebreak import tiebreak_round
 from autotune.study.loop import trial_summary
 from autotune.study.night.budget import TIEBREAK_TRIALS, confirm_reserve
 from autotune.study.space import settings_key

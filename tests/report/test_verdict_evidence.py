@@ -9,15 +9,11 @@ from pathlib import Path
 
 from autotune.evidence import significance as sig
 from autotune.report import build_report, document, markdown
-from autotune.study.confirm import (
-    BASELINE,
-    CONFIDENCE_ATTR,
-    RULE,
-    RULE_ATTR,
-    confirm,
-    look_levels,
-    pooled_values,
-)
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR, RULE, RULE_ATTR
+from autotune.study.confirmation.candidates import BASELINE
+from autotune.study.confirmation.looks import look_levels
+from autotune.study.confirmation.run import confirm
+from autotune.study.confirmation.standing import pooled_values
 from tests.report.builder import Builder, m
 from tests.report.builder import experiment as builder_experiment
 from tests.report.simstudy import EXPERIMENT, open_sim

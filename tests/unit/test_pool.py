@@ -26,7 +26,9 @@ from autotune.live import Live
 from autotune.platforms import simulated
 from autotune.progress import SilentProgress
 from autotune.report import build_report, document, markdown
-from autotune.study.confirm import BASELINE, confirm, pooled_values
+from autotune.study.confirmation.candidates import BASELINE
+from autotune.study.confirmation.run import confirm
+from autotune.study.confirmation.standing import pooled_values
 from autotune.study.interrupts import Interrupted, StopRequest, shielded, signals_as_exceptions
 from autotune.study.journal import Journal
 from autotune.study.pool import Member, PoolRunner, StoppableClock, baseline_runs

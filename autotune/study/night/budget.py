@@ -29,13 +29,13 @@ from autotune.study import storage as st
 
 EXTENSION_TRIALS = 2 * MOST_ADDED
 """The sequential confirmation's extension round: the leader and the baseline up to
-``MOST_ADDED`` times more each (``autotune.study.confirm.extension_round``), kept back for
+``MOST_ADDED`` times more each (``autotune.study.confirmation.extension``), kept back for
 every sequential confirmation (it is given only when the planned rounds leave the leader
 undecided, which a plan cannot know)."""
 
 TIEBREAK_TRIALS = 2 * TIE_BREAKS
 """The sequential confirmation's tie-breaks: one more run of each of two candidates, up to
-``TIE_BREAKS`` times (``autotune.study.confirm.tiebreak_round``). Never with an extension in
+``TIE_BREAKS`` times (``autotune.study.confirmation.tiebreak``). Never with an extension in
 one confirmation: ``confirm`` gives no tie-break after an extension (an extended leader that
 became better could otherwise meet a rival the tie-break might still make better). The
 reserve keeps back the larger of the two."""
@@ -126,7 +126,7 @@ def confirm_reserve(top: int, repeats: int, extra: int, *, sequential: bool = Fa
     candidates and of the baseline, and its ``extra`` adaptive runs. Sequential: one round of
     them, then up to ``repeats - 1`` rounds of the best, the runner-up and the baseline, then
     perhaps one extension round of the best and the baseline (``EXTENSION_TRIALS``,
-    ``autotune.study.confirm.extension_round``) or the tie-breaks (``TIEBREAK_TRIALS``)."""
+    ``autotune.study.confirmation.extension``) or the tie-breaks (``TIEBREAK_TRIALS``)."""
     if sequential:
         return ((top + 1) + (min(top, 2) + 1) * (repeats - 1)
                 + max(EXTENSION_TRIALS, TIEBREAK_TRIALS))

@@ -28,7 +28,7 @@ import optuna
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design
 from autotune.study import storage as st
-from autotune.study.confirm import top_configurations
+from autotune.study.confirmation.candidates import top_configurations
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import DESIGN_ATTR, trial_summary
 from autotune.study.night.fingerprint import Environment, environment, environment_changes
