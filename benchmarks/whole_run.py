@@ -19,6 +19,7 @@ Correctness against the grid's ground truth (the median of every recorded repeat
     .venv/bin/python -m benchmarks.whole_run            # experiments/replay.yaml + benchmarks/grids
     .venv/bin/python -m benchmarks.whole_run --fixed    # the fixed confirmation rounds
     .venv/bin/python -m benchmarks.whole_run --screening 5   # study.screening {after: 5s}
+    .venv/bin/python -m benchmarks.whole_run --trials 7      # study.trials: the search's ceiling
 
 ``--drift F`` makes the host drift during every run: each read of an objective's metric is
 scaled by ``1 + F * t / 360`` at the simulated second ``t`` the window ends (F per 6 simulated
@@ -257,6 +258,8 @@ def run_one(path: Path, seed: int, options: Mapping[str, Any]) -> Outcome:
     study = {"seed": seed}
     if "early_stop" in options:
         study["early_stop"] = options.pop("early_stop")
+    if "trials" in options:
+        study["trials"] = options.pop("trials")
     if "sampler" in options:
         study["sampler"] = options.pop("sampler")
     if "screening" in options:
@@ -431,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="as autotune run --repeats")
     parser.add_argument("--extra", type=int, default=None, help="as autotune run --extra")
     parser.add_argument("--fixed", action="store_true", help="as autotune run --fixed")
+    parser.add_argument("--trials", type=int, default=None, metavar="N",
+                        help="override study.trials (the search's ceiling)")
     parser.add_argument("--early-stop", type=int, default=None, metavar="K",
                         help="override study.early_stop (0 = off)")
     parser.add_argument("--sampler", choices=["auto", "gp", "tpe", "random"], default=None,
@@ -461,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         options["sequential"] = False
     if args.early_stop is not None:
         options["early_stop"] = args.early_stop or None
+    if args.trials is not None:
+        options["trials"] = args.trials
     if args.baseline_repeats is not None:
         options["baseline_repeats"] = args.baseline_repeats
     if args.sampler is not None:
