@@ -1,12 +1,12 @@
 """The fixed design's adaptive rounds (``autotune run --fixed``).
 
-After the fixed rounds, while the best candidate is not separated from the
-runner-up or from the baseline (the bootstrap interval of the relative difference of medians,
-over the candidates' confirmation runs and the baseline's repeats + interleaved runs, still
-spans "no difference" and a worthwhile one), one more shuffled round measures just
-the unresolved ones (the best always, the runner-up and/or the baseline), until ``extra``
-trials are spent. The report then says "better", "equivalent within 5%" or "not told apart"
-(with the interval's two ends), honest answers all.
+After the fixed rounds, while the best candidate is not separated from the runner-up or from the
+baseline (the bootstrap interval of the relative difference of medians, over the candidates'
+confirmation runs and the baseline's repeats + interleaved runs, still spans "no difference" and
+a worthwhile one), one more shuffled round measures just the unresolved ones (the best always,
+the runner-up and/or the baseline), until ``extra`` trials are spent. The report then says
+"better", "equivalent within 5%" or "not told apart" (with the interval's two ends), honest
+answers all.
 """
 
 from __future__ import annotations

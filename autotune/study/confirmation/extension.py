@@ -1,16 +1,15 @@
-"""The extension round (``extension_round``, since 2026-12-05). After the planned rounds, a
-leader the
-report would call undecided ("unclear") against the baseline gets one or two more runs, and the
-baseline as many, the fewest that could still make it "better", and is then judged at a
+"""The extension round (``extension_round``, since 2026-12-05). After the planned rounds, a leader
+the report would call undecided ("unclear") against the baseline gets one or two more runs, and
+the baseline as many, the fewest that could still make it "better", and is then judged at a
 stricter rank-test level, chosen so that a wrong "better" at either look (the planned one or
 this one) stays within the candidate's share of alpha (``autotune.evidence.extension``, counted
 exactly: at 3 runs against 6 and 1.67%, a leader one crossing short gets one run a side and may
-keep that one crossing at 4 against 7, p <= 0.61%; two or three short, two runs a side and up
-to 3 crossings at 5 against 8, p <= 0.54%; the two looks together are wrong at most 1.54% of
-the time). The level is recorded (``EXTENSION_ATTR``) before the round is measured, and the
-report holds the candidate to it. It is given only when no earlier look could decide (the
-default rounds: the count assumes one planned look), and once per call. It costs 2 or 4 trials
-in the runs it is given in; what it buys was replayed before it was adopted
+keep that one crossing at 4 against 7, p <= 0.61%; two or three short, two runs a side and up to
+3 crossings at 5 against 8, p <= 0.54%; the two looks together are wrong at most 1.54% of the
+time). The level is recorded (``EXTENSION_ATTR``) before the round is measured, and the report
+holds the candidate to it. It is given only when no earlier look could decide (the default
+rounds: the count assumes one planned look), and once per call. It costs 2 or 4 trials in the
+runs it is given in; what it buys was replayed before it was adopted
 (docs/measurements/extension-2026-12-05.txt, extension-2026-12-05b.txt).
 """
 

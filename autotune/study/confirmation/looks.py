@@ -3,17 +3,16 @@ what the next round measures.
 
 **Sequential confirmation** (the default of ``autotune run`` and ``autotune confirm``; the fixed
 rounds are ``--fixed``: ``autotune.study.confirmation.adaptive``). ``repeats`` is the most
-rounds (looks) there will be. Round 1
-measures the top candidates and the baseline, shuffled; after each round the evidence is looked
-at with the interval the report computes: the best candidate (best mean over its confirmation
-runs, as the report chooses among candidates: ``significance.typical``) against the baseline,
-and against the runner-up. A comparison is decided when its interval says "better" (low > 0) or
-"equivalent within PRACTICAL" (high < 5%), on at least ``LOOK_RUNS`` runs of the best ("better"
-also needs the exact rank test: ``significance.separation_p``). Confirmation
-stops when the best is decided "better" than the baseline (the report then adopts it, whatever
-the runner-up), or when both comparisons are decided (``undecided``); otherwise the next round
-measures the best and what is not decided against it (the baseline, the runner-up), shuffled,
-until ``repeats`` rounds.
+rounds (looks) there will be. Round 1 measures the top candidates and the baseline, shuffled;
+after each round the evidence is looked at with the interval the report computes: the best
+candidate (best mean over its confirmation runs, as the report chooses among candidates:
+``significance.typical``) against the baseline, and against the runner-up. A comparison is
+decided when its interval says "better" (low > 0) or "equivalent within PRACTICAL" (high < 5%),
+on at least ``LOOK_RUNS`` runs of the best ("better" also needs the exact rank test:
+``significance.separation_p``). Confirmation stops when the best is decided "better" than the
+baseline (the report then adopts it, whatever the runner-up), or when both comparisons are
+decided (``undecided``); otherwise the next round measures the best and what is not decided
+against it (the baseline, the runner-up), shuffled, until ``repeats`` rounds.
 
 **Its error rate** under repeated looks and several candidates, and the limits of that claim. The
 looks spend alpha = 5% unequally (``look_levels``): the looks that may stop the confirmation
