@@ -863,8 +863,8 @@ class Design(Model):
 
     prior: bool = Field(
         default=True,
-        description="start with the Go-aware points: GOMAXPROCS at the CPU limit (and the "
-                    "runtime's own default), GOGC raised, no forced GC",
+        description="start with the Go-aware points: GOMAXPROCS at the CPU limit (and at the "
+                    "runtime's own default, and at twice that), GOGC raised, no forced GC",
     )
     points: Count | Literal["auto"] = Field(
         default="auto",

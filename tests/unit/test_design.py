@@ -38,16 +38,30 @@ def test_prior_puts_gomaxprocs_at_the_limit_and_relaxes_gc() -> None:
     points = design.initial_design(exp, cpu_limit=1.0, seed=1)
     prior = [p for p in points if p.origin == "prior"]
     assert [p.settings for p in prior] == [{"GOMAXPROCS": 1, "GOGC": 400},
-                                           {"GOMAXPROCS": 2, "GOGC": 400}]
+                                           {"GOMAXPROCS": 2, "GOGC": 400},
+                                           {"GOMAXPROCS": 4, "GOGC": 400}]
     assert "1-CPU limit rounded up" in prior[0].why and "default" in prior[1].why
+    assert "more Ps than CPUs" in prior[2].why
 
 
-def test_prior_with_a_two_cpu_limit_has_one_point_and_no_forced_gc() -> None:
+def test_prior_oversubscribes_on_the_domain_and_never_repeats_a_point() -> None:
+    # Twice Go's default for 1 CPU is 4; the nearest value on a log scale when 4 is not offered.
+    exp = _exp([{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 3, 6]},
+                {"name": "GOGC", "type": "int", "values": [100, 400]}])
+    assert [s["GOMAXPROCS"] for s, _ in design.prior(exp, 1.0)] == [1, 2, 3]
+    # A domain that tops out at Go's default has no room above it: two points, not three.
+    exp = _exp([{"name": "GOMAXPROCS", "type": "int", "values": [1, 2]},
+                {"name": "GOGC", "type": "int", "values": [100, 400]}])
+    assert [s["GOMAXPROCS"] for s, _ in design.prior(exp, 1.0)] == [1, 2]
+
+
+def test_prior_with_a_two_cpu_limit_has_two_points_and_no_forced_gc() -> None:
     exp = _exp([*GO_SPACE, {"name": "gc", "env": "FORCEGC_INTERVAL_MS", "type": "int",
                             "values": [0, 100, 500]}])
     prior = design.prior(exp, 2.0)
-    # ceil(2) == Go's own default (ceil, at least 2): one point, not two identical ones.
-    assert [s for s, _ in prior] == [{"GOMAXPROCS": 2, "GOGC": 400, "gc": 0}]
+    # ceil(2) == Go's own default (ceil, at least 2): one point for both, then twice it.
+    assert [s for s, _ in prior] == [{"GOMAXPROCS": 2, "GOGC": 400, "gc": 0},
+                                     {"GOMAXPROCS": 4, "GOGC": 400, "gc": 0}]
 
 
 def test_prior_without_a_known_limit_leaves_gomaxprocs_neutral() -> None:
@@ -67,12 +81,12 @@ def test_cpu_limit_reads_local_cpus_and_kubernetes_quantities() -> None:
 def test_design_is_distinct_spread_and_starts_with_the_users_candidates() -> None:
     exp = _exp(GO_SPACE, enqueue=[{"GOMAXPROCS": 8, "GOGC": 25}], design={"points": 3})
     points = design.initial_design(exp, cpu_limit=1.0, seed=7)
-    assert [p.origin for p in points] == ["enqueued", "prior", "prior", "design", "design",
-                                          "design"]
+    assert [p.origin for p in points] == ["enqueued", "prior", "prior", "prior", "design",
+                                          "design", "design"]
     keys = [settings_key(p.settings) for p in points]
     assert len(set(keys)) == len(keys)
-    # Farthest-point: with (8,25), (1,400), (2,400) taken, the far corner (1,25) comes first.
-    assert points[3].settings == {"GOMAXPROCS": 1, "GOGC": 25}
+    # Farthest-point: with (8,25), (1,400), (2,400), (4,400) taken, the far corner (1,25) first.
+    assert points[4].settings == {"GOMAXPROCS": 1, "GOGC": 25}
 
 
 def test_design_skips_what_was_measured_and_fits_the_budget() -> None:

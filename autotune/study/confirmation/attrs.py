@@ -37,6 +37,7 @@ EXTENSION_ATTR = "confirm_extension"
 extension round (``extension_round``), recorded before that round is measured (``extensions``
 reads it back)."""
 
+
 @dataclass(frozen=True)
 class Extension:
     """One candidate's extension round (``extension_round``). The baseline's runs in that round

@@ -41,6 +41,7 @@ from autotune.study.space import settings_key
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Offer:
     """An extension round ``extension_for`` gives: ``added`` more runs of the leader and of the

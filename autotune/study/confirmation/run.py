@@ -54,6 +54,7 @@ from autotune.study.space import settings_key
 
 log = logging.getLogger(__name__)
 
+
 class ReferenceRunner(Protocol):
     def run_reference(
         self, studies: st.Studies, entries: list[dict[str, Any]],

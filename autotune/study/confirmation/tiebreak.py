@@ -44,6 +44,7 @@ from autotune.study.space import settings_key
 
 log = logging.getLogger(__name__)
 
+
 def tiebreak_round(
     exp: Experiment, studies: st.Studies, candidates: Sequence[Pick], levels: LookLevels,
     *, left: int = 1,
