@@ -13,13 +13,14 @@ under a CPU limit is a better start than chance:
   the heap stays bounded); no forced GC (the smallest forced-GC interval value, 0 = off).
 - **prior, point 2** - the same with ``GOMAXPROCS`` = what Go >= 1.25 picks by itself for that
   limit (ceil, at least 2), when that differs from point 1: the runtime default, GC relaxed.
-- **prior, point 3** (since 2026-12-06) - the same with ``GOMAXPROCS`` = twice Go's own
-  default, when that differs from both: more Ps than CPUs. Under a neighbour that takes CPU
-  time in the same cgroup (what StressChaos and the local stress do), a P whose thread was
-  descheduled holds its goroutines until the thread runs again; with more Ps, another thread
-  runs them - the P-blocking this tool measures. On all three of the demo's cpuset grids
-  GOMAXPROCS=4 is the best configuration, and a search that starts at 1 and 2 missed it in 4 of
-  100 replayed runs on one of them (docs/measurements/prior-2026-12-06.txt).
+- **prior, point 3** (since 2026-12-06) - the same with ``GOMAXPROCS`` = twice Go's own default
+  (the nearest value on a log scale when the domain lacks it: doubling is a ratio), when that
+  differs from both: more Ps than CPUs. Under a neighbour that takes CPU time in the same cgroup
+  (what StressChaos and the local stress do), a P whose thread was descheduled holds its goroutines
+  until the thread runs again; with more Ps, another thread runs them - the P-blocking this tool
+  measures. On all three of the demo's cpuset grids GOMAXPROCS=4 is the best configuration, and a
+  search that starts at 1 and 2 missed it in 4 of 100 replayed runs on one of them
+  (docs/measurements/prior-2026-12-06.txt).
 - **design** - ``points`` configurations spread over the space by farthest-point sampling: each
   one the candidate furthest (in normalised value ranks) from everything already measured or
   planned, so the sampler's model sees every region before it exploits one.

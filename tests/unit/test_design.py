@@ -49,6 +49,11 @@ def test_prior_oversubscribes_on_the_domain_and_never_repeats_a_point() -> None:
     exp = _exp([{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 3, 6]},
                 {"name": "GOGC", "type": "int", "values": [100, 400]}])
     assert [s["GOMAXPROCS"] for s, _ in design.prior(exp, 1.0)] == [1, 2, 3]
+    # Doubling is a ratio, so "nearest" is on a log scale: from 4, 7 is nearer than 2 (7/4 <
+    # 4/2); on a linear scale 2 would be, a point already measured, and the third point lost.
+    exp = _exp([{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 7]},
+                {"name": "GOGC", "type": "int", "values": [100, 400]}])
+    assert [s["GOMAXPROCS"] for s, _ in design.prior(exp, 1.0)] == [1, 2, 7]
     # A domain that tops out at Go's default has no room above it: two points, not three.
     exp = _exp([{"name": "GOMAXPROCS", "type": "int", "values": [1, 2]},
                 {"name": "GOGC", "type": "int", "values": [100, 400]}])

@@ -117,6 +117,19 @@ class Measured:
                 and t.user_attrs.get("candidate") != BASELINE
                 and settings_key(t.user_attrs.get("settings", {})) == key]
 
+    def judged(self) -> dict[str, Pick]:
+        """Every configuration with a confirmation run (tonight's and earlier nights'), as
+        ``summarize`` groups them: by settings, in run order, each named by the search trial of
+        its first confirmation run."""
+        out: dict[str, Pick] = {}
+        for t in self.runs:
+            candidate = t.user_attrs.get("candidate")
+            if t.user_attrs.get("kind") != TrialKind.CONFIRM or not isinstance(candidate, int):
+                continue  # the baseline's runs are labelled BASELINE, not a trial number
+            settings = dict(t.user_attrs.get("settings", {}))
+            out.setdefault(settings_key(settings), Pick(candidate, settings, (), ()))
+        return out
+
     def extension_baseline(self, e: Extension) -> list[FrozenTrial]:
         """The baseline's runs in an extension round."""
         return [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.CONFIRM
@@ -220,13 +233,8 @@ def last_round(studies: st.Studies) -> int:
 
 
 def judged(studies: st.Studies) -> int:
-    """How many candidates the report judges against the baseline: every configuration with a
-    completed confirmation run (tonight's and earlier nights'), as ``summarize`` groups them."""
-    reference = studies.reference.get_trials(deepcopy=False, states=[TrialState.COMPLETE])
-    mine = comparable(reference)
-    return len({settings_key(t.user_attrs.get("settings", {})) for t in reference
-                if mine(t) and t.values and t.user_attrs.get("kind") == TrialKind.CONFIRM
-                and t.user_attrs.get("candidate") != BASELINE})
+    """How many candidates the report judges against the baseline (``Measured.judged``)."""
+    return len(Measured.read(studies).judged())
 
 
 def completed(studies: st.Studies) -> int:

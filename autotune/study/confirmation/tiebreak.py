@@ -99,15 +99,7 @@ def every_judged(studies: st.Studies, candidates: Sequence[Pick]) -> list[Pick]:
     whichever it would adopt."""
     picks = list(candidates)
     seen = {settings_key(p.settings) for p in picks}
-    for t in Measured.read(studies).runs:
-        candidate = t.user_attrs.get("candidate")
-        if t.user_attrs.get("kind") != TrialKind.CONFIRM or not isinstance(candidate, int):
-            continue
-        key = settings_key(t.user_attrs.get("settings", {}))
-        if key not in seen:
-            seen.add(key)
-            picks.append(Pick(candidate, dict(t.user_attrs["settings"]), (), ()))
-    return picks
+    return picks + [p for key, p in Measured.read(studies).judged().items() if key not in seen]
 
 
 def hint(studies: st.Studies, standing: Standing, p: Pick, call: str) -> list[float]:
