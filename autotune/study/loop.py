@@ -562,9 +562,16 @@ class StudyRunner:
     def _finish(self, studies: st.Studies) -> None:
         b = self.backends
         errors = []
-        best = best_summary(self.exp, studies.search)
-        best_env = (to_env(self.exp, best["settings"])
-                    if best is not None and "settings" in best else None)
+        # The study's storage may be what failed (PostgreSQL gone, a full disk): reading the best
+        # must not stand between a failed run and its cleanup. Without it, ``on_finish: best``
+        # restores the original instead (the safe side) and says why.
+        best_env = None
+        try:
+            best = best_summary(self.exp, studies.search)
+            best_env = (to_env(self.exp, best["settings"])
+                        if best is not None and "settings" in best else None)
+        except Exception as e:  # the target ends in its safe state; the run's error follows
+            log.error("could not read the best trial (%s); restoring the original instead", e)
         blocker = b.blocker
         for name, undo in (("stress", b.injector.cleanup),
                            ("held Ps", blocker.cleanup if blocker is not None else list),

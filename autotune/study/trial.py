@@ -25,7 +25,7 @@ from autotune.live import Live, Window
 from autotune.metrics import promql
 from autotune.metrics.base import MetricSource, RangeSource, Reading, Unavailable
 from autotune.study import diagnostics, scenarios
-from autotune.study.interrupts import shielded
+from autotune.study.interrupts import Interrupted, shielded
 from autotune.study.record import (
     Attempt,
     EarlyRead,
@@ -287,11 +287,21 @@ def _stressed_window(
         injections.append(_injected(inj, named))
         return inj
 
-    def recover(inj: Injection | None) -> None:
+    def recover(inj: Injection | None, during: BaseException | None) -> None:
+        """Remove ``inj``; ``during``: what ends the window early, if anything."""
         if inj is None:
             return
-        with shielded(), phases("recover"):
-            b.injector.recover(inj)
+        try:
+            with shielded(), phases("recover"):
+                b.injector.recover(inj)
+        except ChaosError as e:
+            if not isinstance(during, Interrupted) or isinstance(e, StressNotRecovered):
+                raise  # a stress that may still run outranks what ended the window
+            # The interrupt must go on: in its place this error would fail only the trial, and
+            # the run would start the next one until the SIGKILL after the grace period. The
+            # run's end removes the stress again (``StudyRunner._finish``), loudly if it can't.
+            log.error("could not remove the stress while stopping on %s: %s", during.signame, e)
+            return
         _recovered(injections, inj.id, clock.now())
 
     held = None
@@ -344,7 +354,8 @@ def _recovered(injections: list[InjectionRecord], inj_id: str, when: float) -> N
 def _window(
     ctx: TrialContext, phases: _Phases, probe: NoiseProbe | None,
     pattern: Burst | str, length: float,
-    inject: Callable[[float], Injection | None], recover: Callable[[Injection | None], None],
+    inject: Callable[[float], Injection | None],
+    recover: Callable[[Injection | None, BaseException | None], None],
     early: Callable[[float, float], None],
 ) -> tuple[Window, float | None]:
     """One stressed window; ``early(start, after)`` at each of the screen's checkpoints."""
@@ -364,10 +375,12 @@ def _window(
                     early(start, after)
                 clock.sleep(max(0.0, start + length - clock.now()) if pending else length)
             foreign = probe.end() if probe is not None else None
-            # The nominal window: the sleep may overshoot by a millisecond, the queries must not.
-            return Window(start, start + length), foreign
-        finally:
-            recover(inj)
+        except BaseException as e:
+            recover(inj, e)
+            raise
+        recover(inj, None)
+        # The nominal window: the sleep may overshoot by a millisecond, the queries must not.
+        return Window(start, start + length), foreign
 
     start = clock.now()
     end = start + length
@@ -379,8 +392,10 @@ def _window(
             inj = inject(pattern.burst)
             try:
                 clock.sleep(min(pattern.burst, end - clock.now()))
-            finally:
-                recover(inj)
+            except BaseException as e:
+                recover(inj, e)
+                raise
+            recover(inj, None)
             clock.sleep(min(cycle + pattern.every, end) - clock.now())
             while pending and clock.now() - start >= pending[0] and clock.now() < end:
                 early(start, pending.pop(0))  # at the first cycle's end past the checkpoint

@@ -41,7 +41,7 @@ from autotune.platforms.kubernetes.permissions import (
     SCHEDTRACE_NEEDED,
     Permission,
 )
-from autotune.platforms.kubernetes.stresschaos import CRD_FILE, render
+from autotune.platforms.kubernetes.stresschaos import CRD_FILE, RECOVER_TIMEOUT, render
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends, measure
 from tests.controlplane.chaos_controller import ChaosMesh
@@ -248,8 +248,11 @@ def test_cronjob_cannot_overlap_and_stops_after_autotune() -> None:
     assert exp.study.deadline + exp.max_trial_seconds / (
         1 + exp.measure.noise_guard.retries) < job["activeDeadlineSeconds"], (
         "autotune must stop starting trials before Kubernetes stops the Job")
-    assert pod["terminationGracePeriodSeconds"] > exp.target.kubernetes.rollout_timeout, (
-        "SIGTERM must leave time to restore the env (one rollout)")
+    # The worst stop: the trial's removal of a stuck StressChaos times out, the run's cleanup
+    # waits for it again, then the restore's rollout.
+    assert pod["terminationGracePeriodSeconds"] > (2 * RECOVER_TIMEOUT
+                                                    + exp.target.kubernetes.rollout_timeout), (
+        "SIGTERM must leave time to remove the stress and restore the env (one rollout)")
     [container] = pod["containers"]
     storage = {e["name"]: e for e in container["env"]}["AUTOTUNE_STORAGE"]
     assert storage["valueFrom"]["secretKeyRef"]["optional"] is True

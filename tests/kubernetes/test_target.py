@@ -8,6 +8,7 @@ import json
 import pytest
 
 from autotune.errors import TargetError
+from autotune.experiment import Experiment
 from autotune.platforms.kubernetes.deployment import REPLICA_CHANGES
 from autotune.platforms.kubernetes.envpatch import (
     Original,
@@ -144,6 +145,33 @@ def test_on_finish_leave_keeps_the_candidate_and_the_file(world: World) -> None:
     assert _values(world.template_env()) == {"LOG_LEVEL": "info", **CANDIDATE}
     assert world.annotations() == {}
     assert target.state_file is not None and target.state_file.exists()
+
+
+def _on_finish(world: World, how: str) -> Experiment:
+    exp = world.experiment()
+    assert exp.target.kubernetes is not None
+    spec = exp.target.kubernetes.model_copy(update={"on_finish": how})
+    return exp.model_copy(update={"target": exp.target.model_copy(update={"kubernetes": spec})})
+
+
+@pytest.mark.parametrize("how", ["leave", "best"])
+def test_measuring_again_after_on_finish_keeps_the_first_original(world: World, how: str) -> None:
+    # `autotune run` and the nightly job measure again on the target after the search (the
+    # confirmation, the drift check). The env the search left there is a candidate, not the
+    # original: a run killed during the confirmation must be cleaned up to the env as found.
+    target = world.target(_on_finish(world, how))
+    target.apply(CANDIDATE)
+    target.restore({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "2000"})
+    target.apply({"GOMAXPROCS": "16", "FORCEGC_INTERVAL_MS": "100"})
+    assert target.state_file is not None
+    saved = json.loads(target.state_file.read_text())["env"]
+    assert saved == {"GOMAXPROCS": {"name": "GOMAXPROCS", "value": "8"},
+                     "FORCEGC_INTERVAL_MS": None}
+    world.dies()
+    fresh = world.target()
+    assert len(fresh.cleanup()) == 1
+    fresh.restore()
+    world.assert_pristine()
 
 
 def test_check_passes_then_fails_after_a_container_restart(world: World) -> None:

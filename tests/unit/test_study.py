@@ -10,7 +10,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.errors import StudyError
+from autotune.errors import ChaosError, StudyError
 from autotune.experiment.models import Experiment
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
@@ -240,6 +240,62 @@ def test_interrupt_records_fail_recovers_restores_and_requeues(tmp_path: Path) -
                for t in waiting)
     result = rig(tmp_path, exp=r.exp).run(budget=5)
     assert result.completed == 5
+
+
+def test_a_failing_study_storage_still_removes_the_stress_and_restores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The storage dies mid-run (PostgreSQL gone, a full disk): reading the best trial fails in
+    # the loop and again in the cleanup, which must still remove the stress and restore.
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+
+    def storage_down(*_: Any) -> None:
+        raise RuntimeError("storage down")
+
+    monkeypatch.setattr("autotune.study.loop.best_summary", storage_down)
+    with pytest.raises(Exception, match="storage down"):
+        r.run(budget=3)
+    state = r.world.load()
+    assert state["active"] == {} and state["applied"] is None
+
+
+class _UnreachableOnStop:
+    """A SIGTERM in the first stressed window, and the stress's removal then failing (the API
+    server unreachable): the stress stays until the run's end removes it."""
+
+    def __init__(self, inner: Any, clock: Any) -> None:
+        self.inner, self.armed = inner, False
+        sleep = clock.sleep
+
+        def interrupted_sleep(seconds: float) -> None:
+            if self.armed:
+                self.armed = False
+                raise Interrupted("SIGTERM")
+            sleep(seconds)
+
+        clock.sleep = interrupted_sleep
+
+    def inject(self, *args: Any) -> Any:
+        self.armed = True
+        return self.inner.inject(*args)
+
+    def recover(self, inj: Any) -> None:
+        raise ChaosError("cannot reach the Kubernetes API server")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_sigterm_is_not_lost_when_removing_the_stress_fails(tmp_path: Path) -> None:
+    # The error from the removal must not take the interrupt's place: the run would go on to
+    # its next trials until the SIGKILL, with nothing restored.
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.backends = Backends(r.backends.target, _UnreachableOnStop(r.backends.injector, r.clock),
+                          r.backends.source)
+    with pytest.raises(Interrupted):
+        r.run(budget=5)
+    state = r.world.load()
+    assert state["active"] == {} and state["applied"] is None
+    assert completed_search(r.studies().search) == 0
 
 
 def test_status_text_and_json(tmp_path: Path) -> None:

@@ -137,6 +137,11 @@ class KubernetesTarget:
         self.facts: dict[str, Any] = {}
         """Learnt elsewhere (the Go version the pods report to Prometheus), for describe()."""
         self._original: Original | None = None
+        self._left: Original | None = None
+        """The original of a phase that ended by leaving a candidate on the Deployment
+        (``on_finish: leave`` or ``best``). ``autotune run`` and the nightly job measure again
+        on the same target after the search (the confirmation, the drift check): their first
+        change saves this, not the env this run left, as the original."""
         self._terminating: list[str] = []
         """Old pods still terminating when the last rollout completed (not measured)."""
 
@@ -343,19 +348,23 @@ class KubernetesTarget:
         if self._original is None:
             self._release()
             return
+        original = self._original
         if best is not None and self.spec.on_finish == "best" and self.guard.stuck is None:
             self.finish_with(best)
+            self._left = original
             self._release()
             return
         with reraise_as(TargetError):
             if self.spec.on_finish == "leave":
                 self._forget(keep_file=True)
+                self._left = original
                 log.info("%s: left with the last candidate's env (on_finish: leave); the "
                          "original is in %s", self.where, self.state_file)
                 self._release()
                 return
-            self._put_back(self._original)
+            self._put_back(original)
             self._forget()
+            self._left = None
             self._release()
 
     def finish_with(self, env: Env) -> Live:
@@ -532,11 +541,17 @@ class KubernetesTarget:
             return
         container = find_container(dep, self.spec.container)
         current = env_entries(container)
-        found = Original.of(dep)
+        annotated = Original.of(dep)
+        found = annotated
         if found is not None:
             log.warning("%s carries the original env saved by an unfinished run of study %r "
                         "(%s): keeping that as the original", self.where, found.study,
                         found.saved_at)
+        elif self._left is not None:
+            # The env on the Deployment is the candidate this run left there (on_finish).
+            found = self._left
+            log.info("%s: measured again after leaving a candidate on it; the original is still "
+                     "the one saved at %s", self.where, found.saved_at)
         fresh = {v: current.get(v) for v in self.variables}
         original = Original(
             container=found.container if found else self.spec.container,
@@ -544,7 +559,7 @@ class KubernetesTarget:
             study=found.study if found else self.study,
             saved_at=found.saved_at if found else _iso(self.clock.now()),
             order=found.order if found else tuple(env_names(container)))
-        if found is None or original.env != found.env:
+        if annotated is None or original.env != annotated.env:
             self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                             annotation_patch(original))
         self._original = original

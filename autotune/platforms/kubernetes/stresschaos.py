@@ -267,11 +267,17 @@ def selection_failure(events: Sequence[Obj]) -> Obj | None:
 
 # --- the injector ---------------------------------------------------------------------------
 
+RECOVER_TIMEOUT = 120.0
+"""How long removing a StressChaos may take (its finalizer: chaos-daemon stops stress-ng in every
+pod) before the run calls the stress stuck. A stopped night can wait for it twice (the trial's
+removal, then the run's cleanup) before its restore: deploy/base/cronjob.yaml's grace period."""
+
+
 class ChaosMeshInjector:
     """The Injector protocol with Chaos Mesh's StressChaos, in the target's namespace."""
 
     def __init__(self, kube: Kube, clock: Clock, *, namespace: str, study: str | None,
-                 inject_timeout: float = 60.0, recover_timeout: float = 120.0,
+                 inject_timeout: float = 60.0, recover_timeout: float = RECOVER_TIMEOUT,
                  check_every: float = 2.0, guard: StressGuard | None = None) -> None:
         self.kube, self.clock = kube, clock
         self.namespace, self.study = namespace, study
