@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import sys
 from collections.abc import Sequence
 
@@ -69,6 +70,17 @@ def _positive(text: str) -> int:
     return _at_least(1, text)
 
 
+def _positive_number(text: str) -> float:
+    """A finite number > 0 (``--cpus``, ``--ready-timeout``): nan and inf parse as floats."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autotune", description=DESCRIPTION, epilog=EPILOG,
@@ -117,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--container", help="--deployment: the container (default: the only one)")
     p.add_argument("--prometheus", metavar="URL",
                    help="--deployment: the Prometheus that scrapes its pods (required)")
-    p.add_argument("--cpus", type=float, default=1.0,
+    p.add_argument("--cpus", type=_positive_number, default=1.0,
                    help="--command: the CPU limit to tune for, in CPUs (default 1)")
     p.add_argument("--path", default="/", help="--command: the path the load generator "
                                                 "requests (default /)")
@@ -130,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the service's variable for a forced runtime.GC() interval in ms "
                         "(0 = off), if it has one: tuned too")
     p.add_argument("--cwd", help="--command: its working directory")
-    p.add_argument("--ready-timeout", type=float, default=30.0,
+    p.add_argument("--ready-timeout", type=_positive_number, default=30.0,
                    help="--command: seconds to wait for its /metrics (default 30)")
     p.add_argument("--name", help="the experiment's name (default: from the command or "
                                   "Deployment)")

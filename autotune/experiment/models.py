@@ -671,7 +671,7 @@ class Prometheus(Model):
                     "targets to start a private one",
     )
     scrape_interval: Duration = Field(
-        default=1.0,
+        default=1.0, gt=0,
         description="how often Prometheus scrapes the service; autotune's private one scrapes at "
                     "this (default 1s). For an existing server (url) what it reports wins "
                     "(/api/v1/targets, /api/v1/status/config); where it reports neither (a query "

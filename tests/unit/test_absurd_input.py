@@ -363,3 +363,25 @@ def test_a_zero_timeout_is_refused_before_anything_starts(value: object) -> None
     local = yaml.safe_load((Path(__file__).parents[2] / "experiments" / "local.yaml").read_text())
     local["target"]["local"]["load"]["timeout"] = value
     assert "target.local.load.timeout: must be > 0.0" in _problems(local)
+
+
+@pytest.mark.parametrize("value", [0, "0s"])
+def test_a_zero_scrape_interval_is_refused(value: object) -> None:
+    """Review finding: `prometheus.scrape_interval: 0` validated; the private Prometheus would
+    then have scraped every millisecond (rounded up to 1 ms), loading the host it measures."""
+    doc, _ = _put(copy.deepcopy(BASE), ("prometheus", "scrape_interval"), value)
+    assert "prometheus.scrape_interval: must be > 0.0" in _problems(doc)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+@pytest.mark.parametrize("flag", ["--cpus", "--ready-timeout"])
+def test_init_refuses_a_number_that_is_not_finite_and_positive(
+        flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: `init --cpus nan` crashed with a traceback (exit 3, "a bug"), and
+    `--cpus -1` was reported against fields of the generated file, not the flag typed."""
+    from autotune.cli import main
+
+    code = main(["init", "--command", "./svc -addr 127.0.0.1:{port}", "--url",
+                 "http://127.0.0.1:1", flag, value, "-o", "/nonexistent/x.yaml"])
+    assert code == 2
+    assert f"argument {flag}: must be a finite number > 0" in capsys.readouterr().err

@@ -156,6 +156,52 @@ def test_every_relative_link_leads_to_a_file(where: str, path: str) -> None:
     assert (ROOT / path).exists(), f"{where}: no such file {path}"
 
 
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, only letters, digits, spaces, hyphens
+    and underscores kept, spaces to hyphens."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", doc.read_text(), flags=re.S | re.M)
+    found: set[str] = set()
+    for m in re.finditer(r"^#{1,6} +(.+?)#*$", text, re.M):
+        slug, n = _slug(m.group(1)), 1
+        unique = slug
+        while unique in found:  # GitHub numbers repeated headings: -1, -2, ...
+            unique, n = f"{slug}-{n}", n + 1
+        found.add(unique)
+    return found
+
+
+def _anchored_links() -> list[tuple[str, Path, str]]:
+    out = []
+    for doc in GUIDES:
+        text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", doc.read_text(), flags=re.S | re.M)
+        for m in _LINK.finditer(text):
+            target = m.group(1) or m.group(2)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+                continue
+            path, anchor = target.split("#", 1)
+            if path and not path.endswith(".md"):
+                continue  # a line of a source file, say: the file link test covers it
+            out.append((f"{_rel(doc)} -> {target}", (doc.parent / path) if path else doc,
+                        anchor))
+    return out
+
+
+def test_the_docs_link_to_anchors() -> None:
+    assert _anchored_links()
+
+
+@pytest.mark.parametrize(("where", "path", "anchor"), _anchored_links(),
+                         ids=[w for w, _, _ in _anchored_links()])
+def test_every_anchor_leads_to_a_heading(where: str, path: Path, anchor: str) -> None:
+    assert path.is_file(), f"{where}: no such file"
+    assert anchor in _anchors(path), f"{where}: no heading with the anchor #{anchor}"
+
+
 def test_files_waiting_to_be_written_are_still_missing() -> None:
     arrived = {p for p in FILES_NOT_YET_WRITTEN if (ROOT / p).exists()}
     assert not arrived, (f"{sorted(arrived)} now exist: remove them from FILES_NOT_YET_WRITTEN "
