@@ -152,6 +152,27 @@ def test_validate_live_reads_the_real_scrape_interval(
 
 
 
+def test_cleanup_restores_where_a_run_would_be_refused_over_its_metrics(
+        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding: the recovery command (`autotune cleanup <file>`) built the Prometheus
+    source with its checks, so a window too short for the cluster's scrape interval refused the
+    restore the run itself recommends. Nothing is measured in a cleanup: nothing is checked."""
+    monkeypatch.setenv("PROM_TOKEN", TOKEN)
+    prometheus.state.interval = "15s"
+    prometheus.state.pods = [p["metadata"]["name"] for p in world.pods()]
+    exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
+    metrics = {"p99_latency": "max(http_request_duration_seconds{ {{selector}} })"}
+    exp = exp.model_copy(update={"metrics": metrics, "constraints": ()})
+    world.target(exp).apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "500"})  # then dies
+    world.dies()
+    with pytest.raises(ExperimentError, match=r"measure.window: 4s is shorter"):
+        cluster.build(exp, world.tmp / "results", world.clock)  # a run: refused
+    backends = cluster.build(exp, world.tmp / "results", world.clock, preflight=False)
+    assert len(backends.target.cleanup()) == 1
+    backends.target.restore()
+    world.assert_pristine()
+
+
 def test_build_learns_the_go_version_the_pods_report(
         world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
     """The nightly fingerprint's Go version of a cluster service: client_golang's go_info."""

@@ -49,3 +49,25 @@ def test_another_runs_lease_still_stops_us(world: World) -> None:
     with pytest.raises(TargetError, match="another autotune run holds"):
         ours.lease.acquire()
     other.lease.release()
+
+
+def test_releasing_never_deletes_a_lease_another_run_took_over_meanwhile(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review finding: release read the Lease, then deleted it unconditionally. Our Lease
+    # expired (a stalled run), another run took it over between our read and our delete: the
+    # delete removed the new holder's Lease, and a third run could then start on the same
+    # Deployment. The read is played stale here: the version from before the takeover.
+    ours, other = world.target(), world.target()
+    assert ours.lease is not None and other.lease is not None
+    other.lease.holder = "autotune-api-28912345-abcde pid 1 study api-test"
+    ours.lease.acquire()
+    [read_before] = world.items("leases")
+    world.clock.sleep(3600)  # ours expires
+    other.lease.acquire()  # and is taken over
+    monkeypatch.setattr(ours.lease.kube, "get", lambda *_: read_before)
+    ours.lease.release()
+    [lease] = world.items("leases")
+    assert lease["spec"]["holderIdentity"] == other.lease.holder
+    monkeypatch.undo()
+    other.lease.release()
+    assert world.items("leases") == []

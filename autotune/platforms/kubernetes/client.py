@@ -330,11 +330,15 @@ class Kube:
                           query={"fieldValidation": "Strict", "fieldManager": FIELD_MANAGER},
                           body=body)
 
-    def delete(self, kind: Kind, namespace: str, name: str) -> bool:
-        """Ask for deletion of an object; False if it was already gone."""
+    def delete(self, kind: Kind, namespace: str, name: str, *,
+               preconditions: Obj | None = None) -> bool:
+        """Ask for deletion of an object; False if it was already gone. ``preconditions``
+        (``uid``, ``resourceVersion``): delete only that version of it, else ``Conflict``."""
         what = f'{kind.resource} "{name}" in namespace "{namespace}"'
+        body = ({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+                if preconditions else None)
         try:
-            self._json("delete", "DELETE", kind, what, _path(kind, namespace, name))
+            self._json("delete", "DELETE", kind, what, _path(kind, namespace, name), body=body)
         except NotFound:
             return False
         return True

@@ -133,5 +133,13 @@ class RunLease:
         current = self.kube.get(LEASES, self.namespace, self.name)
         if current is not None and (current.get("spec") or {}).get("holderIdentity") == (
                 self.holder):
-            self.kube.delete(LEASES, self.namespace, self.name)
+            meta = current.get("metadata") or {}
+            try:
+                # Only the version we read: had ours expired and another run taken it over
+                # in between, a plain delete would remove that run's Lease.
+                self.kube.delete(LEASES, self.namespace, self.name, preconditions={
+                    "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")})
+            except Conflict:
+                log.warning("%s: the Lease changed between reading and deleting it (another "
+                            "run took it over): left to its holder", self.where)
         self.held = False

@@ -75,13 +75,18 @@ def build(exp: Experiment, results: Path, clock: Clock, context: str | None = No
           preflight: bool = True) -> Backends:
     """The target, the injector and the metric source of a kubernetes experiment.
 
-    Reads the scrape interval the cluster's Prometheus really uses and rejects a window shorter
-    than four of them before anything changes. An unreachable Prometheus only warns here: every
+    With ``preflight`` (a run, a confirmation; not ``autotune cleanup``): refuses external
+    writers of the tuned variables, reads the scrape interval the cluster's Prometheus really
+    uses and rejects a window shorter than four of them before anything changes. An unreachable Prometheus only warns here: every
     trial then fails with that reason, which the study's failure limit turns into a stop.
     """
     target, injector = _parts(exp, _kube(exp, clock, context), clock, results)
-    if preflight:
-        _refuse_external_writers(exp, target)
+    if not preflight:
+        # ``autotune cleanup``: nothing is measured, so nothing is asked of Prometheus (its
+        # interval, the window against it): a metrics problem must not stop a restore.
+        return Backends(target=target, injector=injector,
+                        source=PrometheusSource(exp.prometheus, clock, window=exp.measure.window))
+    _refuse_external_writers(exp, target)
     source = _source(exp, clock, target)
     return Backends(target=target, injector=injector, source=source)
 
