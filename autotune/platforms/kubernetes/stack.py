@@ -77,8 +77,9 @@ def build(exp: Experiment, results: Path, clock: Clock, context: str | None = No
 
     With ``preflight`` (a run, a confirmation; not ``autotune cleanup``): refuses external
     writers of the tuned variables, reads the scrape interval the cluster's Prometheus really
-    uses and rejects a window shorter than four of them before anything changes. An unreachable Prometheus only warns here: every
-    trial then fails with that reason, which the study's failure limit turns into a stop.
+    uses and rejects a window shorter than four of them before anything changes. An
+    unreachable Prometheus only warns here: every trial then fails with that reason, which the
+    study's failure limit turns into a stop.
     """
     target, injector = _parts(exp, _kube(exp, clock, context), clock, results)
     if not preflight:
