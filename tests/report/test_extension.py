@@ -372,3 +372,23 @@ def test_with_no_difference_the_confirmation_with_its_extension_adopts_under_fiv
     default = look_levels(3, silent_looks(3, 0))
     rate = confirmation_false_adopt(default, 0.2, 300, np.random.default_rng(11), extend=True)
     assert rate <= 0.05
+
+
+def test_no_extension_when_an_earlier_nights_candidate_is_already_better(
+        tmp_path: Path) -> None:
+    # Review finding: only tonight's candidates were asked whether one is already better. An
+    # earlier night confirmed #1 (every run faster than every baseline run): the report adopts
+    # it, so tonight's undecided leader #0's extension would spend trials for nothing.
+    bld = _leader(tmp_path, [7.0, 9.2, 9.5], BASELINE)  # 2 crossings: p = 4/84 > 2.5%
+    bld.studies.search.set_user_attr(CONFIDENCE_ATTR, 0.95)  # 97.5% each of the two judged
+    earlier = {"GOMAXPROCS": 8, "GOGC": 400}
+    base = bld.exp.baseline_settings()
+    bld.add("search", "search", earlier, m(9.0))
+    for r, v in enumerate([6.0, 6.1, 6.2], start=1):
+        bld.add("reference", "confirm", earlier, m(v), candidate=1, round=r)
+    report = build_report(*_parts(bld))
+    assert report.verdict == "adopt" and report.best_candidate == "#1", report.reason
+    tonight = top_configurations([trial_summary(t) for t in bld.studies.search.get_trials()],
+                                 ["minimize"], 1, exclude=[base])
+    assert [p.trial for p in tonight] == [0]
+    assert extension_round(bld.exp, bld.studies, tonight, LookLevels(1.0, 0.95)) == []

@@ -252,6 +252,28 @@ def test_a_rival_not_called_better_needs_a_better_mean_not_just_a_tie(tmp_path: 
         assert sorted(e["candidate"] for e in queued) == expected, first_run
 
 
+def test_a_rival_already_judged_on_three_runs_is_not_revived(tmp_path: Path) -> None:
+    # #1 had its three runs (8.0, 8.2, 18.9; searched 7.0) and the report judged it: unclear
+    # (18.9 is slower than two baseline runs). Its mean with the search value (10.5) beats the
+    # leader #0's (10.87), and two more fast runs could make it better at 5 against 6 (two
+    # crossings <= 3). But each further run would be another look at #1: 3, 4 and 5 runs
+    # together pass by chance 2.32% of the time, not its 1.67% (review finding, 2026-12-06).
+    # With one run, judged first after the tie-breaks, it is revived (above).
+    bld = Builder(builder_experiment(), tmp_path)
+    base = bld.exp.baseline_settings()
+    bld.add("search", "search", FIRST, m(9.5))
+    bld.add("search", "search", SECOND, m(7.0))
+    for v in BASELINE[:3]:
+        bld.add("reference", "baseline", base, m(v))
+    for r, (a, b, c) in enumerate(zip([10.5, 10.9, 11.2], [8.0, 8.2, 18.9], BASELINE[3:],
+                                      strict=True), start=1):
+        bld.add("reference", "confirm", base, m(c), candidate="baseline", round=r)
+        bld.add("reference", "confirm", FIRST, m(a), candidate=0, round=r)
+        bld.add("reference", "confirm", SECOND, m(b), candidate=1, round=r)
+    bld.studies.search.set_user_attr(CONFIDENCE_ATTR, LEVELS.verdict)
+    assert tiebreak_round(bld.exp, bld.studies, _picks(bld), LEVELS, left=2) == []
+
+
 def test_contests_reads_a_tie_or_for_one_not_called_better_a_better_mean() -> None:
     # Called better: tied (runs overlapping, means within 10%) with the leader.
     assert contests([10.0, 10.2, 10.4], [10.3, 11.0], "minimize", adoptable=True)

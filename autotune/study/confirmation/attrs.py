@@ -32,6 +32,16 @@ RULE = 3
 "better" held to its level by the exact rank test (``significance.separation_p``; 3 since
 2026-12-04 (d), 2 before)."""
 
+ROUNDS_ATTR = "confirm_rounds"
+"""Search-study user attr: ``{"search_trials": n, "after_round": r}``, the search this study's
+latest confirmation confirmed (its measured search trials) and the last round before that
+confirmation's first. A confirmation of the same search (resumed after a crash, or given more
+``--repeats``) continues in those rounds, its done slots held; once the search has gone on (the
+next night of a continued study), tonight's rounds are numbered after every earlier one, so
+that round 1 is not taken for the earlier night's round 1 (its baseline slot held, tonight's
+candidates confirmed against no new baseline run). Absent in a study confirmed before
+2026-12-06: its next confirmation counts rounds from 1, as then, and records it."""
+
 EXTENSION_ATTR = "confirm_extension"
 """Search-study user attr: ``{settings key: Extension as a dict}`` for each candidate given an
 extension round (``extension_round``), recorded before that round is measured (``extensions``

@@ -30,6 +30,7 @@ from autotune.study.confirmation.looks import LookLevels
 from autotune.study.confirmation.standing import (
     MIN_RUNS,
     call,
+    every_judged,
     judged,
     last_round,
     read_standing,
@@ -57,9 +58,10 @@ def extension_round(
 ) -> list[dict[str, Any]]:
     """One more round of the leader and the baseline after the planned ones, or [] (module
     docstring, "Extension"; ``autotune.evidence.extension``). Given when no earlier look could
-    decide (the level is counted for one planned look), no candidate is already better (the
-    report would adopt it), the leader has had no extension before, and ``extension_for``
-    gives it one. The ``Extension`` is recorded before the round is measured."""
+    decide (the level is counted for one planned look), no candidate of any night is already
+    better (the report would adopt it), the leader has had no extension before, and
+    ``extension_for`` gives it one. The ``Extension`` is recorded before the round is
+    measured."""
     if levels.interim < 1.0:
         return []
     direction, metric = directions(exp)[0], exp.goals[0].label
@@ -70,8 +72,11 @@ def extension_round(
     each = sig.each_of(levels.verdict, judged(studies))
     best = standing.ranked[0]
     key = settings_key(best.settings)
-    if key in recorded or any(call(exp, studies, standing, p, each) == "better"
-                              for p in standing.ranked):
+    # Any night's candidate the report calls better: the report adopts it, an extension of
+    # tonight's leader would buy nothing (a study continued over nights).
+    everyone = read_standing(exp, studies, every_judged(studies, candidates))
+    if key in recorded or any(call(exp, studies, everyone, p, each) == "better"
+                              for p in everyone.ranked):
         return []
     mine = standing.values[best.trial]
     offer = extension_for(mine, searched_values(studies, best.settings, standing.steady),

@@ -36,7 +36,13 @@ from autotune.evidence.tiebreak import TIE_BREAKS
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.confirmation.adaptive import adaptive_round
-from autotune.study.confirmation.attrs import CONFIDENCE_ATTR, LOOK_CONFIDENCE_ATTR, RULE, RULE_ATTR
+from autotune.study.confirmation.attrs import (
+    CONFIDENCE_ATTR,
+    LOOK_CONFIDENCE_ATTR,
+    ROUNDS_ATTR,
+    RULE,
+    RULE_ATTR,
+)
 from autotune.study.confirmation.candidates import BASELINE, HOLDING, Pick, top_configurations
 from autotune.study.confirmation.extension import extension_round
 from autotune.study.confirmation.looks import (
@@ -45,10 +51,16 @@ from autotune.study.confirmation.looks import (
     sequential_round,
     silent_looks,
 )
-from autotune.study.confirmation.standing import MIN_RUNS, completed, judged, pooled_values
+from autotune.study.confirmation.standing import (
+    MIN_RUNS,
+    completed,
+    judged,
+    last_round,
+    pooled_values,
+)
 from autotune.study.confirmation.tiebreak import tiebreak_round
 from autotune.study.kinds import TrialKind
-from autotune.study.loop import trial_summary
+from autotune.study.loop import completed_search, trial_summary
 from autotune.study.objective import directions
 from autotune.study.space import settings_key
 
@@ -80,8 +92,10 @@ def plan(
     top: int,
     repeats: int,
     seed: int | None,
+    after_round: int = 0,
 ) -> Plan:
-    """The confirmation schedule. Pure (given ``seed``).
+    """The confirmation schedule: rounds ``after_round + 1`` .. ``after_round + repeats``
+    (``ROUNDS_ATTR``: after an earlier search's confirmations). Pure (given ``seed``).
 
     ``search`` and ``reference`` are trial summaries, the reference ones with ``round`` added.
     Rounds are shuffled independently of what is already done, so a resumed plan with the same
@@ -103,7 +117,7 @@ def plan(
     rng = random.Random(seed)
     entries = []
     already = 0
-    for r in range(1, repeats + 1):
+    for r in range(after_round + 1, after_round + repeats + 1):
         for candidate, settings in rng.sample(configs, k=len(configs)):
             key = BASELINE if candidate == BASELINE else settings_key(settings)
             if (key, r) in held:
@@ -145,11 +159,21 @@ def confirm(
         log.warning("--repeats %d: tonight's candidates get at most %d confirmation run(s), "
                     "fewer than the %d an ADOPT needs; this confirmation can KEEP or say "
                     "INCONCLUSIVE, not adopt them", repeats, repeats, MIN_RUNS)
+    searched = completed_search(studies.search)
+    rounds_of = studies.search.user_attrs.get(ROUNDS_ATTR) or {}
+    same_search = rounds_of.get("search_trials") == searched
+    # Without the record (a study confirmed by an autotune older than it), rounds count from 1
+    # as they did then: what is held is resumed; the record starts here.
+    after = (int(rounds_of["after_round"]) if same_search
+             else last_round(studies) if rounds_of else 0)
     schedule = plan(exp, search, reference, top=top, repeats=1 if sequential else repeats,
-                    seed=seed)
+                    seed=seed, after_round=after)
     if not schedule.candidates:
         log.warning("nothing to confirm: the search has no feasible completed trial")
         return 0
+    if not same_search:
+        studies.search.set_user_attr(ROUNDS_ATTR, {"search_trials": searched,
+                                                   "after_round": after})
     before = completed(studies)
     if schedule.entries or any(t["state"] == TrialState.WAITING.name for t in reference):
         log.info("confirming %s and the baseline: %d runs to go, %d done or queued",

@@ -108,10 +108,13 @@ class Measured:
         """The runs ``pooled_values`` takes its values from. The baseline's leave out those of
         extension rounds (``Extension``: they count for their candidate alone)."""
         if settings is None:
-            return [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.BASELINE
-                    or (t.user_attrs.get("kind") == TrialKind.CONFIRM
-                        and t.user_attrs.get("candidate") == BASELINE
-                        and t.user_attrs.get("round") not in self.extension_rounds)]
+            # The repeats, then the interleaved runs: the report's order (``summarize``), also
+            # when a repeat completed after them (one queued again on a later night), so that
+            # a look and the report resample the same sequence.
+            repeats = [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.BASELINE]
+            return repeats + [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.CONFIRM
+                              and t.user_attrs.get("candidate") == BASELINE
+                              and t.user_attrs.get("round") not in self.extension_rounds]
         key = settings_key(settings)
         return [t for t in self.runs if t.user_attrs.get("kind") == TrialKind.CONFIRM
                 and t.user_attrs.get("candidate") != BASELINE
@@ -230,6 +233,16 @@ def last_round(studies: st.Studies) -> int:
                 for t in studies.reference.get_trials(deepcopy=False)
                 if t.user_attrs.get("kind") == TrialKind.CONFIRM), default=0)
 
+
+
+def every_judged(studies: st.Studies, candidates: Sequence[Pick]) -> list[Pick]:
+    """Tonight's candidates and every other configuration the report judges (``judged``: an
+    earlier night's, in a study continued over nights), each named by the search trial of its
+    first confirmation run: the report chooses among all of them, so a tie-break is about
+    whichever it would adopt."""
+    picks = list(candidates)
+    seen = {settings_key(p.settings) for p in picks}
+    return picks + [p for key, p in Measured.read(studies).judged().items() if key not in seen]
 
 
 def judged(studies: st.Studies) -> int:

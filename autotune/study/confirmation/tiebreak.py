@@ -5,10 +5,11 @@ baseline none, at most ``TIE_BREAKS`` (2) times; the report then chooses on all 
 The other candidate is one the report also calls better whose runs overlap the leader's and
 whose mean is within 10%, or (since 2026-12-06) one the looks dropped on one or two runs whose
 mean, with its search measurement, is better than the leader's and which the tie-break's runs
-could still make better (``revivable``). It adds no ADOPT: it is given only when the report
-would already adopt, and the baseline gets no run. A candidate it measures again is held to
-its share of alpha as planned (3 runs against the baseline's 6 pass by chance with 1 / C(9, 3)
-= 1.2%, whenever the decision to measure them was taken). One more run can make the leader's
+could still make better (``revivable``; since 2026-12-06 (b) only one that reaches exactly
+``MIN_RUNS`` runs, so that it is judged once). It adds no ADOPT: it is given only when the
+report would already adopt, and the baseline gets no run. A candidate it measures again is held
+to its share of alpha as planned (3 runs against the baseline's 6 pass by chance with 1 / C(9,
+3) = 1.2%, whenever the decision to measure them was taken). One more run can make the leader's
 call "unclear" (the runs differ, or a drifted baseline's trend scales a later run), and when the
 rival is not called better either the verdict becomes INCONCLUSIVE: 1 replayed run in 1600.
 Not after an extension (the night keeps back trials for one or the other). Replayed before it
@@ -30,9 +31,9 @@ from autotune.study.confirmation.extension import best_possible_p
 from autotune.study.confirmation.looks import LookLevels
 from autotune.study.confirmation.standing import (
     MIN_RUNS,
-    Measured,
     Standing,
     call,
+    every_judged,
     judged,
     last_round,
     read_standing,
@@ -40,7 +41,6 @@ from autotune.study.confirmation.standing import (
 )
 from autotune.study.kinds import TrialKind
 from autotune.study.objective import directions
-from autotune.study.space import settings_key
 
 log = logging.getLogger(__name__)
 
@@ -92,16 +92,6 @@ def tiebreak_round(
             for p in (leader, rival)]
 
 
-def every_judged(studies: st.Studies, candidates: Sequence[Pick]) -> list[Pick]:
-    """Tonight's candidates and every other configuration the report judges (``judged``: an
-    earlier night's, in a study continued over nights), each named by the search trial of its
-    first confirmation run: the report chooses among all of them, so a tie-break is about
-    whichever it would adopt."""
-    picks = list(candidates)
-    seen = {settings_key(p.settings) for p in picks}
-    return picks + [p for key, p in Measured.read(studies).judged().items() if key not in seen]
-
-
 def hint(studies: st.Studies, standing: Standing, p: Pick, call: str) -> list[float]:
     """What says whether candidate ``p`` contests the leader: its confirmation runs, and for
     one not called better its search measurements too. A search value flatters (the best of
@@ -116,16 +106,20 @@ def hint(studies: st.Studies, standing: Standing, p: Pick, call: str) -> list[fl
 def revivable(standing: Standing, p: Pick, left: int, alpha: float,
                direction: sig.Direction) -> bool:
     """Whether ``left`` more runs of candidate ``p`` (the baseline none) could make the report
-    call it better: at least ``MIN_RUNS`` runs then, and the rank test's p-value at best (every
+    call it better: exactly ``MIN_RUNS`` runs then, and the rank test's p-value at best (every
     new run better than all so far) within ``alpha``, its share. Pure.
 
-    Why its share still holds: when nothing differs, a wrong "better" needs all its runs to
-    separate from the baseline's, and that has the same chance whenever the decision to measure
-    it again was taken: deciding on its first run(s) can only give up runs, never add a way to
-    pass. And no ADOPT comes from it: a tie-break is given only when the report already
-    adopts."""
+    Why its share still holds: the candidate is judged once, at ``MIN_RUNS`` runs, never
+    before (the report does not judge fewer) and never again. When nothing differs, a wrong
+    "better" then needs its runs to separate from the baseline's, and that has the same chance
+    whenever the decision to measure it again was taken: deciding on its first run(s) can only
+    give up runs. A candidate already judged (``MIN_RUNS`` runs or more), or one the tie-breaks
+    left would take past ``MIN_RUNS``, is not revived: each further run is another look, and
+    the looks together pass by chance more often than the share (3 runs against 6, then 4 and
+    5: 2.32% against 1.67%, counted exactly). No ADOPT comes from it either way: a tie-break is
+    given only when the report already adopts."""
     mine = standing.values[p.trial]
-    if len(mine) + left < MIN_RUNS or standing.rank_alpha(p.trial, alpha) is not None:
+    if len(mine) + left != MIN_RUNS or standing.rank_alpha(p.trial, alpha) is not None:
         return False  # an extended candidate is held to its extension's count
     return best_possible_p(mine, standing.against(p.trial), direction, left,
                             baseline_added=0) <= alpha + 1e-9
