@@ -5,6 +5,10 @@ These are warnings, not errors: the run would work, but a figure would mean less
 - A constraint on a runtime-latency quantile whose bound falls inside one of client_golang's
   re-bucketed histogram buckets compares an interpolation (see ``metrics/buckets.py``). Only for
   cluster targets: our demo service exports the runtime's fine buckets.
+- A query that does not select the candidate (no ``{{selector}}`` nor ``{{load_selector}}``)
+  reads every series it matches: other pods, the baseline's and earlier candidates' series
+  still in range, so each trial reads much the same number. One with a fixed range (``[5m]``)
+  instead of ``{{window}}`` reaches back before the window, into earlier trials.
 - A GOMAXPROCS range far from the CPU limit: Go >= 1.25 picks GOMAXPROCS from the container's
   CPU limit (rounded up, at least 2) when the variable is unset, which is the baseline; a range
   that excludes that value, or reaches far beyond the limit, spends trials where the answer is
@@ -14,6 +18,7 @@ These are warnings, not errors: the run would work, but a figure would mean less
 from __future__ import annotations
 
 import math
+import re
 
 from autotune.experiment.models import Experiment, Parameter
 from autotune.metrics.buckets import RUNTIME_HISTOGRAMS, bucket_around
@@ -51,6 +56,29 @@ def bucket_warnings(exp: Experiment) -> list[str]:
             "about 10x wide): histogram_quantile interpolates inside that bucket, so the "
             "constraint compares an interpolation, not a measurement. Use a bucket boundary "
             f"({_seconds(lower)} or {top}) or export the runtime's own buckets")
+    return out
+
+
+_FIXED_RANGE = re.compile(r"\[\s*\d+(?:\.\d+)?(?:ms|[smhdwy])")
+
+
+def query_warnings(exp: Experiment) -> list[str]:
+    if exp.target.kind not in ("kubernetes", "local"):
+        return []  # a replay or a simulation has no PromQL
+    out = []
+    for name in exp.metrics:
+        query = exp.metric(name).query
+        if not query:
+            continue  # a schedtrace figure
+        if "{{selector}}" not in query and "{{load_selector}}" not in query:
+            out.append(f"metrics.{name}: the query has no {{{{selector}}}} (nor "
+                       "{{load_selector}}): it reads every series it matches, not only the "
+                       "candidate's, so the baseline's and earlier candidates' series mix into "
+                       "every trial's value. Put {{selector}} in each selector's braces")
+        fixed = _FIXED_RANGE.search(query)
+        if fixed is not None:
+            out.append(f"metrics.{name}: the range {fixed.group(0)}...] is fixed: it reaches "
+                       "back before the trial's window, into earlier trials. Use [{{window}}]")
     return out
 
 
@@ -96,4 +124,5 @@ def advise(exp: Experiment, cpu_limit: float | None = None) -> list[str]:
         cpu_limit = exp.target.local.cpus
     if cpu_limit is None and exp.target.replay is not None:
         cpu_limit = exp.target.replay.cpus
-    return bucket_warnings(exp) + gomaxprocs_warnings(exp, cpu_limit)
+    return (bucket_warnings(exp) + query_warnings(exp)
+            + gomaxprocs_warnings(exp, cpu_limit))

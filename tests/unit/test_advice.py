@@ -72,6 +72,23 @@ def test_gomaxprocs_range_far_from_the_limit() -> None:
     assert gomaxprocs_warnings(exp, None) == []  # type: ignore[arg-type]
 
 
+def test_a_query_without_the_candidates_selector_or_with_a_fixed_range_is_named() -> None:
+    """Review finding: such queries validated silently, and every trial then read much the
+    same number (other pods' series, earlier candidates' still in range)."""
+    assert not [w for w in advise(_exp(constraint="")) if w.startswith("metrics.")]
+    loose = CLUSTER.replace("rate(http_requests_total{ {{selector}} }[{{window}}])",
+                            "rate(http_requests_total[5m])")
+    warnings = [w for w in advise(_exp(constraint="", text=loose)) if w.startswith("metrics.")]
+    assert len(warnings) == 2 and all(w.startswith("metrics.rate: ") for w in warnings)
+    assert "has no {{selector}}" in warnings[0] and "the range [5m...] is fixed" in warnings[1]
+    # every shipped experiment selects its candidate over its window
+    root = Path(__file__).parents[2] / "experiments"
+    for path in root.glob("*.yaml"):
+        text = path.read_text()
+        if "parameters:" in text:
+            assert not [w for w in advise(parse_experiment(text)) if w.startswith("metrics.")]
+
+
 def test_bucket_around() -> None:
     assert bucket_around(0.005) == (0.000917504, 0.01048576)
     assert bucket_around(0.5) == (0.117440512, math.inf)
