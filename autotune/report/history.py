@@ -82,6 +82,9 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[NightRow]:
 
 
 def load(exp: Experiment, url: str) -> list[NightRow]:
+    missing = st.missing_database(url)
+    if missing is not None:
+        raise StudyError([missing])
     storage = st.open_storage(url, exp.study.heartbeat)
     if not st.experiment_studies(storage, exp.name):
         raise StudyError([f"no study named {exp.name!r} in {st.redact(url)}: "

@@ -287,7 +287,27 @@ def open_for_run(
                    previous=previous, created=created)
 
 
+def missing_database(url: str) -> str | None:
+    """Why a SQLite URL names no database yet, or None. Opening it would create an empty file
+    (the read-only commands must not: a mistyped path would leave one behind and send the reader
+    looking for a study that was never there)."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database)
+    if path.exists():
+        return None
+    first = "run `autotune run` with this experiment first, or point --storage at the database"
+    if path.is_absolute():
+        return f"no study database at {path}: {first}"
+    return (f"no study database at {path} (relative to {os.getcwd()}): {first} (an absolute "
+            "path needs four slashes: sqlite:////var/lib/autotune/study.db)")
+
+
 def open_existing(exp: Experiment, url: str) -> Studies:
+    missing = missing_database(url)
+    if missing is not None:
+        raise StudyError([missing])
     storage = open_storage(url, exp.study.heartbeat)
     current = _current_name(storage, exp.name)
     if current is None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -103,4 +104,10 @@ def test_nothing_is_promoted_without_adopt_and_never_by_force(workdir: Path) -> 
 
 def test_history_of_an_unknown_experiment_is_an_error(workdir: Path) -> None:
     out = cli(workdir, "history", "exp.yaml")
+    assert out.returncode == 1 and "no study database at results/nightly/study.db" in out.stderr
+    assert not (workdir / "results").exists()
+    # a database holding another experiment's study
+    other = workdir / "other.db"
+    sqlite3.connect(other).close()
+    out = cli(workdir, "history", "exp.yaml", "--storage", f"sqlite:///{other}")
     assert out.returncode == 1 and "no study named 'nightly'" in out.stderr

@@ -152,3 +152,20 @@ def test_run_confirms_by_default_and_prints_the_verdict(workdir: Path) -> None:
     # --repeats 2) the best and what is not yet decided against it (baseline, runner-up).
     assert len(confirms) in (3, 3 + 2, 3 + 3), confirms
     assert "3 search trials complete" in out
+
+
+@pytest.mark.parametrize("command", [["status"], ["report"], ["history"],
+                                     ["export", "--format", "env"]])
+def test_reading_a_study_that_is_not_there_creates_no_database(
+        workdir: Path, command: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: the read-only commands created results/<name>/study.db (and, from the
+    three-slash mistake, ./nonexistent/dir/x.db) and then said there was no study in it."""
+    from autotune.cli import main
+
+    monkeypatch.chdir(workdir)
+    for storage in ([], ["--storage", "sqlite:///nonexistent/dir/x.db"]):
+        assert main([command[0], "exp.yaml", *command[1:], *storage]) == 1
+        err = capsys.readouterr().err
+        assert "no study database at" in err and "four slashes" in err, err
+    assert sorted(p.name for p in workdir.rglob("*")) == ["exp.yaml"]
