@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--kubeconfig", help="kubeconfig file")
 
-    p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid)")
+    p = add("validate", "check an experiment file; start nothing (exit 0 valid, 1 invalid or a "
+                        "problem --cluster / --live found, 2 an option the target has no use for)")
     p.add_argument("file", help="experiment YAML file")
     p.add_argument("--cluster", action="store_true",
                    help="also check the cluster: RBAC for every verb (pods/log with "

@@ -39,6 +39,10 @@ def main(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:  # before the service is started for nothing
         print(f"{out} exists; give -o another file, or --force to replace it", file=sys.stderr)
         return ExitCode.USAGE
+    problem = _usage_problem(args)
+    if problem is not None:  # a bad command line: nothing is asked of the cluster
+        print(f"autotune init: error: {problem}", file=sys.stderr)
+        return ExitCode.USAGE
     service = _deployment(args) if args.deployment else _command(args)
     text = scaffold.draft(service)
     out.write_text(text)
@@ -94,13 +98,21 @@ def _command(args: argparse.Namespace) -> scaffold.Service:
         service_job=SERVICE_JOB, findings=findings)
 
 
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line itself (exit 2), before anything starts."""
+    if not args.deployment:
+        return None
+    namespace, _, name = args.deployment.partition("/")
+    if not namespace or not name or "/" in name:
+        return f"--deployment {args.deployment!r}: write NAMESPACE/NAME"
+    if not args.prometheus:
+        return ("--deployment needs --prometheus URL: the Prometheus that scrapes the "
+                "Deployment's pods")
+    return None
+
+
 def _deployment(args: argparse.Namespace) -> scaffold.Service:
     namespace, _, name = args.deployment.partition("/")
-    if not namespace or not name:
-        raise PrerequisiteError(f"--deployment {args.deployment!r}: write NAMESPACE/NAME")
-    if not args.prometheus:
-        raise PrerequisiteError("--deployment needs --prometheus URL: the Prometheus that "
-                                "scrapes the Deployment's pods")
     kube = connect(SystemClock(), context=args.context, kubeconfig=args.kubeconfig)
     dep = kube.get(DEPLOYMENTS, namespace, name)
     if dep is None:

@@ -31,10 +31,17 @@ def main(args: argparse.Namespace) -> int:
         print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
         return ExitCode.USAGE
     if exp.target.local is not None and args.live:
-        # A local run starts its own Prometheus (and service) for the run: nothing to query now.
-        print("--live: this experiment has a local target, whose Prometheus autotune starts "
-              "for each run: there is nothing to query before it; `autotune doctor` checks "
-              "what a local run needs", file=sys.stderr)
+        # The service exists only during a run (and its series with it), whatever Prometheus
+        # scrapes it: nothing to query now.
+        scraper = ("the Prometheus at prometheus.url" if exp.prometheus.url
+                   else "the Prometheus autotune starts for it")
+        print(f"--live: this experiment has a local target: autotune starts its service for "
+              f"each run, and {scraper} has none of its series before that; `autotune doctor` "
+              "checks what a local run needs", file=sys.stderr)
+        return ExitCode.USAGE
+    if exp.target.kubernetes is None and args.live and not exp.prometheus.url:
+        print(f"--live: this experiment has a {exp.target.kind} target and no prometheus.url: "
+              "there is nothing to query", file=sys.stderr)
         return ExitCode.USAGE
     warnings: list[str] = []
     problems: list[str] = []

@@ -291,7 +291,10 @@ def missing_database(url: str) -> str | None:
     """Why a SQLite URL names no database yet, or None. Opening it would create an empty file
     (the read-only commands must not: a mistyped path would leave one behind and send the reader
     looking for a study that was never there)."""
-    parsed = sa.engine.make_url(url)
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return None  # not a URL at all: opening it says so (``open_storage``)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     path = Path(parsed.database)

@@ -385,3 +385,20 @@ def test_init_refuses_a_number_that_is_not_finite_and_positive(
                  "http://127.0.0.1:1", flag, value, "-o", "/nonexistent/x.yaml"])
     assert code == 2
     assert f"argument {flag}: must be a finite number > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--deployment", "shop/api"], "--deployment needs --prometheus URL"),
+    (["--deployment", "badformat", "--prometheus", "http://127.0.0.1:1"], "write NAMESPACE/NAME"),
+    (["--deployment", "shop/api/x", "--prometheus", "http://127.0.0.1:1"], "write NAMESPACE/NAME"),
+])
+def test_init_calls_a_bad_deployment_flag_a_bad_command_line(
+        argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: these exited 1 (a configuration problem), not 2 (a bad command line)."""
+    from autotune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -313,3 +313,7 @@ def test_validate_live_on_a_local_target_says_why_and_is_a_usage_error(
     assert main(["validate", str(root / "experiments" / "local.yaml"), "--live"]) == 2
     err = capsys.readouterr().err
     assert "--live: this experiment has a local target" in err and "autotune doctor" in err
+    # Review finding: a simulated or replayed target exited 1 ("metrics: 1 problem(s)").
+    for name in ("simulated", "replay"):
+        assert main(["validate", str(root / "experiments" / f"{name}.yaml"), "--live"]) == 2
+        assert f"--live: this experiment has a {name} target" in capsys.readouterr().err
