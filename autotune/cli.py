@@ -247,12 +247,17 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                    help="start a new study even if one exists (the old one is kept)")
     p.add_argument("--plain", action="store_true", help="log lines instead of a live display")
     p.add_argument("--context", help="kubeconfig context (kubernetes targets)")
-    p.add_argument("--no-confirm", action="store_true",
-                   help="skip the re-measurements: the confirmation of the top candidates at "
-                        "the end and the drift check")
-    p.add_argument("--fail-on-drift", action="store_true",
-                   help=f"exit {int(ExitCode.DRIFT)} when the drift check finds production "
-                        "significantly better than the last adopted recommendation (for alerting)")
+    # Together the drift check would never run, so the exit code it gates could never fire: a
+    # CronJob with both would stay green through any drift.
+    skip_or_alert = p.add_mutually_exclusive_group()
+    skip_or_alert.add_argument(
+        "--no-confirm", action="store_true",
+        help="skip the re-measurements: the confirmation of the top candidates at the end and "
+             "the drift check")
+    skip_or_alert.add_argument(
+        "--fail-on-drift", action="store_true",
+        help=f"exit {int(ExitCode.DRIFT)} when the drift check finds production significantly "
+             "better than the last adopted recommendation (for alerting)")
     _confirm_options(p)
 
 

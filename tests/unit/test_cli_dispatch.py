@@ -38,3 +38,14 @@ def test_confirmation_options_refuse_negative_counts(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         parser.parse_args(["confirm", "x.yaml", "--extra", "-1"])
     assert "--extra: must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "nightly"])
+def test_fail_on_drift_with_no_confirm_is_refused(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: the pair was accepted, and the drift check it skips is the only way to
+    exit 4: a CronJob carrying both stayed green through any drift."""
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args([command, "x.yaml", "--no-confirm", "--fail-on-drift"])
+    assert stopped.value.code == 2
+    assert "not allowed with argument --no-confirm" in capsys.readouterr().err
