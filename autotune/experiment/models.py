@@ -1040,6 +1040,8 @@ class Experiment(Model):
             apply = self.target.local.ready_timeout
         elif self.target.kubernetes is not None:
             apply = self.target.kubernetes.rollout_timeout
+            if self.target.kubernetes.load is not None:  # its pod starts within the trial
+                apply += self.target.kubernetes.load.ready_timeout
         elif self.target.simulated is not None:
             apply = self.target.simulated.apply_seconds
         elif self.target.replay is not None:

@@ -317,3 +317,17 @@ def test_validate_live_on_a_local_target_says_why_and_is_a_usage_error(
     for name in ("simulated", "replay"):
         assert main(["validate", str(root / "experiments" / f"{name}.yaml"), "--live"]) == 2
         assert f"--live: this experiment has a {name} target" in capsys.readouterr().err
+
+
+def test_a_trial_that_starts_a_load_generator_pod_is_given_its_start_up_time() -> None:
+    """Review finding: the longest trial (the run Lease's duration, the orphan timeout) left out
+    the generator pod's ready_timeout, so a slow image pull could outlive the Lease and let
+    `autotune cleanup` take over a live run."""
+    root = Path(__file__).parents[2]
+    text = (root / "experiments" / "api.yaml").read_text()
+    plain = parse_experiment(text)
+    loaded = parse_experiment(text.replace(
+        "    # load: {url:", "    load: {ready_timeout: 90s, url:", 1))
+    assert loaded.target.kubernetes is not None and loaded.target.kubernetes.load is not None
+    tries = 1 + plain.measure.noise_guard.retries
+    assert loaded.max_trial_seconds - plain.max_trial_seconds == 90 * tries
