@@ -198,6 +198,19 @@ def test_a_foreign_pod_with_the_same_labels_is_never_stressed(world: World) -> N
     assert world.chaos_left() == []
 
 
+def test_a_stress_whose_state_cannot_be_read_is_deleted_all_the_same(world: World) -> None:
+    # Review finding: recover read the object (did the stress last?) before deleting it, and a
+    # read failing past its retries skipped the delete: the stress ran on to its duration.
+    live = _live(world)
+    injector = world.injector()
+    injection = injector.inject(live, STRESS, 60, LABELS)
+    world.proxy.fail("GET", f"/stresschaos/{injection.id}$", 503, times=20)
+    with pytest.raises(ChaosError):
+        injector.recover(injection)
+    assert world.chaos_left() == []
+    assert world.chaos.stressed_pods() == []
+
+
 def test_create_is_retried_after_server_errors(world: World) -> None:
     live = _live(world)
     world.proxy.fail("POST", "/stresschaos$", 503, times=2)

@@ -333,7 +333,14 @@ class ChaosMeshInjector:
         if injection.id in self._recovered:
             return  # idempotent: removed (and judged) already
         with reraise_as(ChaosError):
-            lost = self._lost(namespace, injection.id)
+            try:
+                lost = self._lost(namespace, injection.id)
+            except Exception:
+                # Whether it lasted cannot be read (the API server failing): the stress goes
+                # all the same, then the window fails with that reason.
+                if self.kube.delete(STRESSCHAOS, namespace, injection.id):
+                    self._await_gone(namespace, injection.id)
+                raise
             if self.kube.delete(STRESSCHAOS, namespace, injection.id):
                 self._await_gone(namespace, injection.id)
             elif lost is None:
