@@ -566,12 +566,14 @@ class StudyRunner:
         # must not stand between a failed run and its cleanup. Without it, ``on_finish: best``
         # restores the original instead (the safe side) and says why.
         best_env = None
+        unread: Exception | None = None
         try:
             best = best_summary(self.exp, studies.search)
             best_env = (to_env(self.exp, best["settings"])
                         if best is not None and "settings" in best else None)
-        except Exception as e:  # the target ends in its safe state; the run's error follows
+        except Exception as e:  # the target ends in its safe state; the error after it
             log.error("could not read the best trial (%s); restoring the original instead", e)
+            unread = e
         blocker = b.blocker
         for name, undo in (("stress", b.injector.cleanup),
                            ("held Ps", blocker.cleanup if blocker is not None else list),
@@ -584,6 +586,10 @@ class StudyRunner:
                 log.error("could not restore %s: %s", name, e)
         if errors:
             raise NotUndone(["cleanup incomplete: " + "; ".join(errors)])
+        if unread is not None:
+            # The storage's own words (a StorageError: exit 1), not whatever a library raised
+            # on its way out of the failed write.
+            raise unread
 
 
 def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:
