@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.errors import ExperimentError, PrerequisiteError
+from autotune.experiment import Experiment
 from autotune.experiment.models import Stress
 from autotune.metrics.prometheus import PrometheusSource
 from autotune.platforms.kubernetes import stack as cluster
@@ -134,15 +135,21 @@ def test_validate_live_reports_nan_and_several_series(
     assert problem.startswith("metrics.p99_latency: 2 series where one was expected")
 
 
-def test_validate_live_reads_the_real_scrape_interval(
-        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 9.1: the experiment assumes 1 s; the cluster's Prometheus scrapes every 15 s."""
+def _scraped_every_15s(world: World, prometheus: FakePrometheus,
+                       monkeypatch: pytest.MonkeyPatch) -> Experiment:
+    """The experiment's 4 s window against a Prometheus that scrapes the pods every 15 s."""
     monkeypatch.setenv("PROM_TOKEN", TOKEN)
     prometheus.state.interval = "15s"
     prometheus.state.pods = [p["metadata"]["name"] for p in world.pods()]
     exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
     metrics = {"p99_latency": "max(http_request_duration_seconds{ {{selector}} })"}
-    exp = exp.model_copy(update={"metrics": metrics, "constraints": ()})
+    return exp.model_copy(update={"metrics": metrics, "constraints": ()})
+
+
+def test_validate_live_reads_the_real_scrape_interval(
+        world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 9.1: the experiment assumes 1 s; the cluster's Prometheus scrapes every 15 s."""
+    exp = _scraped_every_15s(world, prometheus, monkeypatch)
     [problem] = cluster.validate_live(exp)
     assert problem.startswith("measure.window: 4s is shorter than 4 scrape intervals "
                                   "(60s): Prometheus scrapes the service every 15s (scrape pool "
@@ -151,18 +158,12 @@ def test_validate_live_reads_the_real_scrape_interval(
         cluster.build(exp, world.tmp / "results", world.clock)
 
 
-
 def test_cleanup_restores_where_a_run_would_be_refused_over_its_metrics(
         world: World, prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch) -> None:
     """Review finding: the recovery command (`autotune cleanup <file>`) built the Prometheus
     source with its checks, so a window too short for the cluster's scrape interval refused the
     restore the run itself recommends. Nothing is measured in a cleanup: nothing is checked."""
-    monkeypatch.setenv("PROM_TOKEN", TOKEN)
-    prometheus.state.interval = "15s"
-    prometheus.state.pods = [p["metadata"]["name"] for p in world.pods()]
-    exp = world.experiment(prometheus=prometheus.url, token_env="PROM_TOKEN")
-    metrics = {"p99_latency": "max(http_request_duration_seconds{ {{selector}} })"}
-    exp = exp.model_copy(update={"metrics": metrics, "constraints": ()})
+    exp = _scraped_every_15s(world, prometheus, monkeypatch)
     world.target(exp).apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "500"})  # then dies
     world.dies()
     with pytest.raises(ExperimentError, match=r"measure.window: 4s is shorter"):
