@@ -17,7 +17,7 @@ import socket
 import statistics
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -187,6 +187,8 @@ class StudyRunner:
         self.failures_in_a_row: list[str] = []
         self.failed = 0
         self._current: int | None = None
+        # Held from the objective's end until Optuna has recorded the trial (``_run_one``).
+        self._recording = ExitStack()
         self._search: optuna.Study | None = None
         self._reference: optuna.Study | None = None
         self.design_size = 0
@@ -280,19 +282,23 @@ class StudyRunner:
             record.state, record.failure = "FAIL", failure
             raise TrialFailed(failure) from e
         finally:
+            # A signal from here on is delivered once Optuna has recorded the trial (_run_one),
+            # and a journal that cannot be written stops the run then: neither may fail a
+            # measured trial. The shield outlives this method: Optuna commits the trial's state
+            # after we return, and a KeyboardInterrupt raised in that commit is not handled by
+            # its _run_trial (optuna/study/_optimize.py: an UnboundLocalError in its finally,
+            # the trial left RUNNING, the run ending as a crash; seen in the kill matrix).
+            self._recording.enter_context(shielded(deliver=False))
             record.finished = self.clock.now()
             record.seconds = round(self.clock.monotonic() - t0, 3)
-            # A signal now is delivered once Optuna has recorded the trial (_run_one), and a
-            # journal that cannot be written stops the run then: neither may fail a measured trial.
-            with shielded(deliver=False):
-                stored = record.as_attrs()
-                trial.set_user_attr("record", stored)
-                if record.failure:
-                    trial.set_user_attr("failure", record.failure)
-                try:
-                    self.journal.append(stored)
-                except StudyError as e:
-                    self._journal_error = e
+            stored = record.as_attrs()
+            trial.set_user_attr("record", stored)
+            if record.failure:
+                trial.set_user_attr("failure", record.failure)
+            try:
+                self.journal.append(stored)
+            except StudyError as e:
+                self._journal_error = e
 
     def _baseline_rate(self, key: str) -> float | None:
         """The median of ``key`` (the served request rate, ``measure.load``; with several
@@ -347,8 +353,9 @@ class StudyRunner:
         self._current = None
         t0 = self.clock.monotonic()
         try:
-            study.optimize(self.objective, n_trials=1, catch=(TrialFailed,),
-                           gc_after_trial=False, show_progress_bar=False)
+            with self._recording:  # lifts the objective's shield (kept pending: below)
+                study.optimize(self.objective, n_trials=1, catch=(TrialFailed,),
+                               gc_after_trial=False, show_progress_bar=False)
         except Interrupted:
             if self._current is not None:
                 with shielded():
