@@ -18,6 +18,7 @@ of its own with:
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import threading
 import time
@@ -246,7 +247,7 @@ class World:
         spec = exp.target.kubernetes
         assert spec is not None
         kube = self.kube()
-        lease = RunLease(kube, self.clock, namespace=spec.namespace, deployment=spec.deployment,
+        lease = RunLease(kube, namespace=spec.namespace, deployment=spec.deployment,
                          study=exp.name, duration=exp.max_trial_seconds + 60)
         load = (LoadGenerator(spec.load, kube, self.clock, namespace=spec.namespace,
                               study=exp.name) if spec.load is not None else None)
@@ -314,6 +315,19 @@ class World:
         """autotune's annotations on the Deployment (the controller's own revision is not)."""
         found = self.deployment()["metadata"].get("annotations") or {}
         return {k: v for k, v in found.items() if not k.startswith("deployment.kubernetes.io/")}
+
+    def age_leases(self, seconds: float) -> None:
+        """Move every Lease's times ``seconds`` back: as the API server's clock has them when
+        their holders last renewed them that long ago (a dead run's). The run Lease is timed by
+        the API server's clock (``Kube.server_now``), which the tests' fast-forwarding clock
+        does not move."""
+        for lease in self.items("leases"):
+            spec = lease["spec"]
+            for key in ("acquireTime", "renewTime"):
+                then = dt.datetime.fromisoformat(spec[key].replace("Z", "+00:00"))
+                spec[key] = (then - dt.timedelta(seconds=seconds)).strftime(
+                    "%Y-%m-%dT%H:%M:%S.%fZ")
+            self.admin.replace(self.path("leases", lease["metadata"]["name"]), lease)
 
     def chaos_left(self) -> list[str]:
         try:
@@ -495,6 +509,7 @@ class World:
         nothing released): time passes until its run Lease expires, as it must before another
         run may take over (the leases last the longest trial plus a margin)."""
         self.clock.sleep(3600)
+        self.age_leases(3600)  # timed by the API server's clock, which the sleep did not move
 
     def when(self, condition: Callable[[], bool], action: Callable[[], None]) -> Watcher:
         """Run ``action`` once, as soon as ``condition`` holds (polled in a thread)."""

@@ -106,7 +106,7 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
     foreign = render(name="someone-elses", placement=live.placement, duration=60, labels={},
                      stress=Stress(workers=1, load=10))
     world.kube().create(STRESSCHAOS, world.namespace, foreign)
-    world.clock.sleep(3600)  # the dead run's Lease expires
+    world.age_leases(3600)  # the dead run's Lease expired
     done = cluster.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig),
                                      clock=world.clock)
     assert len(done) == 3 and done[-1].startswith(f"Deployment {world.namespace}/api: restored")

@@ -388,7 +388,7 @@ def test_a_dead_runs_lease_expires_and_the_next_run_takes_over(world: World) -> 
     dead = _other_run(world)
     dead.apply(CANDIDATE)  # then killed: nothing restores, nothing releases
     assert dead.lease is not None
-    world.clock.sleep(dead.lease.duration + 1)
+    world.age_leases(dead.lease.duration + 1)
     exp = world.experiment(trials=1, stop_after=1)
     outcome, _ = run(world, exp, world.backends(exp))
     assert isinstance(outcome, RunResult), outcome
@@ -402,7 +402,7 @@ def test_two_runs_racing_for_the_lease_one_wins(world: World) -> None:
     assert dead.lease is not None
     dead.lease.holder = "a dead run"
     dead.lease.acquire()
-    world.clock.sleep(dead.lease.duration + 1)  # expired: both may try to take it over
+    world.age_leases(dead.lease.duration + 1)  # expired: both may try to take it over
     results: list[str] = []
 
     def take(lease: Any) -> None:

@@ -7,6 +7,10 @@ an update), and a Lease that holds our own ``holderIdentity`` is ours, not anoth
 
 from __future__ import annotations
 
+import datetime as dt
+import time
+from typing import Any
+
 import pytest
 
 from autotune.errors import TargetError
@@ -62,7 +66,7 @@ def test_releasing_never_deletes_a_lease_another_run_took_over_meanwhile(
     other.lease.holder = "autotune-api-28912345-abcde pid 1 study api-test"
     ours.lease.acquire()
     [read_before] = world.items("leases")
-    world.clock.sleep(3600)  # ours expires
+    world.age_leases(3600)  # ours expires
     other.lease.acquire()  # and is taken over
     monkeypatch.setattr(ours.lease.kube, "get", lambda *_: read_before)
     ours.lease.release()
@@ -71,3 +75,40 @@ def test_releasing_never_deletes_a_lease_another_run_took_over_meanwhile(
     monkeypatch.undo()
     other.lease.release()
     assert world.items("leases") == []
+
+
+def test_a_holder_whose_clock_is_behind_is_not_taken_over(world: World) -> None:
+    # Item left from the reliability review: renewTime was written by the holder's clock and
+    # judged by the taker's. A holder on a host whose clock runs behind by more than the Lease's
+    # duration (a laptop after a suspend, an unsynced VM) looked expired while it ran, and a
+    # second run (the CronJob) took the Deployment over. Both now time it by the API server.
+    behind, nightly = world.target(), world.target()
+    assert behind.lease is not None and nightly.lease is not None
+    behind.lease.holder = "laptop pid 4242 study api-test"
+    skew = behind.lease.duration + 600.0
+    behind.lease.kube.clock = _Skewed(world.clock, -skew)
+    behind.lease.acquire()
+    with pytest.raises(TargetError, match="another autotune run holds"):
+        nightly.lease.acquire()
+    [lease] = world.items("leases")
+    assert lease["spec"]["holderIdentity"] == behind.lease.holder
+    renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    assert abs(renewed.timestamp() - time.time()) < 5, "renewed by the API server's clock"
+    behind.lease.release()
+    assert world.items("leases") == []
+
+
+class _Skewed:
+    """A host's clock ``offset`` seconds off (its monotonic time is not: it has no epoch)."""
+
+    def __init__(self, inner: Any, offset: float) -> None:
+        self.inner, self.offset = inner, offset
+
+    def now(self) -> float:
+        return float(self.inner.now()) + self.offset
+
+    def monotonic(self) -> float:
+        return float(self.inner.monotonic())
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)

@@ -29,6 +29,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
@@ -143,6 +144,8 @@ class Kube:
         # The status line and headers within connect + read timeout in all (autotune.deadline):
         # http.client reads them in a loop of its own, each read inside the read timeout.
         watch_pools(api.rest_client.pool_manager)
+        # The API server's clock as of its last answer: (its Date, our monotonic time then).
+        self._server_clock: tuple[float, float] | None = None
 
     # --- the one request path -----------------------------------------------------------
 
@@ -174,6 +177,7 @@ class Kube:
                         # it parsed is not an answer.
                         response.response.close()
                         raise cut
+                self._note_date(response.response.headers.get("Date"))
                 if not 200 <= response.status <= 299:
                     # The error's body (its Status message), within the same deadline as any.
                     text = read_body(response.response, time.monotonic() + self.body_deadline)
@@ -201,6 +205,27 @@ class Kube:
                 raise Unreachable(f"cannot reach the Kubernetes API server at {self.host} to "
                                   f"{verb} {what} ({attempt} attempts): {e}") from e
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _note_date(self, date: str | None) -> None:
+        if not date:
+            return
+        try:
+            stamp = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError):
+            return
+        self._server_clock = (stamp, self.clock.monotonic())
+
+    def server_now(self) -> float:
+        """The API server's time now (epoch seconds): the Date of its last answer (every
+        answer carries one: Go's net/http sets it, RFC 9110 section 6.6.1) plus the time since,
+        to the second. What several hosts read and write against one another (the run Lease's
+        renewTime) is timed by this one clock, so a host whose own clock is minutes off still
+        agrees with the others on when something expired. Our own clock before any answer
+        came, or from a server that sends no Date."""
+        if self._server_clock is None:
+            return self.clock.now()
+        stamp, seen = self._server_clock
+        return stamp + (self.clock.monotonic() - seen)
 
     def _delay(self, attempt: int, e: ApiException | None) -> float:
         retry_after = (e.headers or {}).get("Retry-After") if e is not None else None

@@ -12,6 +12,13 @@ resourceVersion read, so that of two runs racing for it one gets 409 Conflict an
 The holder renews on every trial (``apply``), so the duration is the longest a trial may take
 plus a margin; a killed run's Lease expires after that and the next run takes over (and then
 restores what the dead run left).
+
+Its times are the API server's (``Kube.server_now``: the Date of the answer just read), not
+the host's: the holder writes renewTime and the next run judges it, often on another host (a
+laptop, the CronJob's node). With each on its own clock, a holder whose clock is behind by more
+than the duration would look expired while it runs, and be taken over. client-go instead times
+expiry from when the candidate itself saw the record change, which makes every candidate wait
+a whole duration first; one clock for all keeps a dead run's takeover immediate.
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ import socket
 import uuid
 from typing import Any
 
-from autotune.clock import Clock
 from autotune.platforms.kubernetes.client import Kube
 from autotune.platforms.kubernetes.errors import Conflict, TargetProblem
 from autotune.platforms.kubernetes.objects import LEASES, MANAGED_BY_LABEL, MANAGER
@@ -50,9 +56,9 @@ def holder_identity(study: str) -> str:
 
 
 class RunLease:
-    def __init__(self, kube: Kube, clock: Clock, *, namespace: str, deployment: str,
+    def __init__(self, kube: Kube, *, namespace: str, deployment: str,
                  study: str, duration: float) -> None:
-        self.kube, self.clock = kube, clock
+        self.kube = kube
         self.namespace, self.name = namespace, f"autotune-{deployment}"
         self.holder, self.study = holder_identity(study), study
         self.duration = max(30, round(duration))
@@ -63,7 +69,7 @@ class RunLease:
         return f"Lease {self.namespace}/{self.name}"
 
     def _spec(self, transitions: int, acquired: str | None = None) -> Obj:
-        now = _micro(self.clock.now())
+        now = _micro(self.kube.server_now())
         return {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
                 "acquireTime": acquired or now, "renewTime": now,
                 "leaseTransitions": transitions}
@@ -115,7 +121,7 @@ class RunLease:
 
     def _expired(self, spec: Obj) -> bool:
         renewed = _epoch(spec.get("renewTime") or spec.get("acquireTime"))
-        return renewed + float(spec.get("leaseDurationSeconds") or 0) < self.clock.now()
+        return renewed + float(spec.get("leaseDurationSeconds") or 0) < self.kube.server_now()
 
     def _refuse(self, lease: Obj) -> None:
         spec = lease.get("spec") or {}
@@ -124,7 +130,8 @@ class RunLease:
             f"another autotune run holds {self.where} ({spec.get('holderIdentity')}, renewed "
             f"{spec.get('renewTime')}): two runs must never tune the same Deployment (a "
             "second run started by hand or with kubectl create job --from=cronjob/...). Wait "
-            f"for it to finish; if it died, its lease expires at {_micro(expires)}")
+            f"for it to finish; if it died, its lease expires at {_micro(expires)} (the API "
+            "server's clock)")
 
     def release(self) -> None:
         """Give the Lease up (delete it if it is still ours)."""

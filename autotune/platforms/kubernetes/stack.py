@@ -57,7 +57,7 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
     spec = _spec(exp)
     guard = StressGuard()
     # Renewed on every trial: it outlives the longest trial, then a dead run's lease expires.
-    lease = RunLease(kube, clock, namespace=spec.namespace, deployment=spec.deployment,
+    lease = RunLease(kube, namespace=spec.namespace, deployment=spec.deployment,
                      study=exp.name, duration=exp.max_trial_seconds + 60)
     load = (LoadGenerator(spec.load, kube, clock, namespace=spec.namespace, study=exp.name)
             if spec.load is not None else None)
@@ -305,7 +305,7 @@ def cleanup_namespace(namespace: str, context: str | None = None,
     try:
         for dep in items:
             name = dep["metadata"]["name"]
-            lease = RunLease(kube, clock, namespace=namespace, deployment=name, study="cleanup",
+            lease = RunLease(kube, namespace=namespace, deployment=name, study="cleanup",
                              duration=rollout_timeout + 60)
             try:
                 lease.acquire()
