@@ -124,7 +124,8 @@ def as_json(report: Report, chosen: Configuration) -> str:
         "unset": _unset(chosen),
         "improvement": None if cmp is None else {
             "metric": cmp.metric, "direction": cmp.direction, "median": cmp.improvement,
-            "ci95": [cmp.low, cmp.high], "candidate_median": cmp.candidate_median,
+            "ci95": [cmp.low, cmp.high], "confidence": cmp.confidence,  # ci95's level
+            "candidate_median": cmp.candidate_median,
             "baseline_median": cmp.baseline_median, "n_candidate": cmp.n_candidate,
             "n_baseline": cmp.n_baseline,
         },

@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.experiment.expressions import split_scenario
 from autotune.experiment.models import Experiment
 from autotune.insight.explain import Breakdown, Evidence, explain
 from autotune.report.model import Configuration, Insight, SchedulerRow
@@ -39,6 +40,20 @@ def _quantile_metric(exp: Experiment, family: str) -> str | None:
         if family in query and "histogram_quantile(0.99" in query.replace(" ", ""):
             return name
     return None
+
+
+def _latency_goal(exp: Experiment) -> bool:
+    """The objective is a request latency's p99 in seconds: one metric minimized alone, a
+    histogram's 0.99 quantile, in s (or no unit given). Only then do its medians read as the
+    explanation's "p99 from 20 ms to 10 ms"; a throughput, a weighted sum or a figure in ms
+    would be printed as seconds under a name it is not."""
+    goal = exp.goals[0]
+    if goal.direction != "minimize" or len(goal.terms) != 1:
+        return False
+    [(name, weight)] = goal.terms.items()
+    metric = exp.metric(split_scenario(name)[0])  # p99@held: p99 under one scenario
+    return (weight == 1.0 and metric.unit in ("", "s")
+            and "histogram_quantile(0.99," in metric.query.replace(" ", ""))
 
 
 def _cpu(records: Sequence[Mapping[str, Any]], key: str) -> float | None:
@@ -104,7 +119,7 @@ def evidence(exp: Experiment, c: Configuration, details: Details,
                     if "runq_total_p999" in t.get("summary", {})])
     throttled = _median([float(r["insight"]["cpu"]["throttled_share"]) for r in records
                          if "throttled_share" in ((r.get("insight") or {}).get("cpu") or {})])
-    p99 = c.objectives[0].median if c.objectives else None
+    p99 = c.objectives[0].median if c.objectives and _latency_goal(exp) else None
     label = _label(c)
     ev = Evidence(
         label=label, settings=dict(c.env), cpu_limit=limit, p99=p99,
@@ -141,15 +156,17 @@ def _heat_of(c: Configuration, details: Details, name: str) -> dict[str, Any] | 
     return None
 
 
-def _worst(configs: Sequence[Configuration],
+def _worst(exp: Experiment, configs: Sequence[Configuration],
            found: Sequence[Configuration]) -> Configuration | None:
-    """The worst measured configuration, when it is not already shown."""
+    """The worst measured configuration by the objective's direction, when it is not
+    already shown."""
     shown = {tuple(sorted(c.env.items(), key=str)) for c in configs}
     ranked = [c for c in found if c.objectives
               and tuple(sorted(c.env.items(), key=str)) not in shown]
     if not ranked:
         return None
-    return max(ranked, key=lambda c: c.objectives[0].median)
+    pick = max if exp.goals[0].direction == "minimize" else min
+    return pick(ranked, key=lambda c: c.objectives[0].median)
 
 
 def build(exp: Experiment, baseline: Configuration | None, candidates: Sequence[Configuration],
@@ -162,7 +179,7 @@ def build(exp: Experiment, baseline: Configuration | None, candidates: Sequence[
         return None
     limit = cpu_limit(target)
     shown = [baseline, *candidates]
-    worst = _worst(shown, everything)
+    worst = _worst(exp, shown, everything)
     if worst is not None:
         shown.append(worst)
     pairs = {c.id: evidence(exp, c, details, limit) for c in shown}

@@ -123,7 +123,10 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
         # forced export would apply.
-        decision = sig.Decision("inconclusive" if candidates else "keep current",
+        # Keep current only says something on a measured baseline (no feasible candidate to
+        # adopt); with none, nothing was measured and nothing can be kept on evidence.
+        decision = sig.Decision("inconclusive" if candidates or baseline is None
+                                else "keep current",
                                 candidates[0].id if candidates else None, note, None)
     else:
         decision = sig.decide(

@@ -57,9 +57,11 @@ def test_two_nights_drift_alert_history_and_promotion(workdir: Path) -> None:
     assert [n["status"] for n in nights] == ["finished"] * 3
     assert nights[0]["verdict"] == "adopt" and nights[0]["search_trials"] == 6
     assert nights[0]["candidate"] < nights[0]["baseline"]
+    assert 0.95 <= nights[0]["confidence"] < 1  # the level of its interval (ci95), said
     assert len({n["environment"] for n in nights}) == 1
     for name in ("nights.md", "nights.json", "nights.png"):
         assert (workdir / "results" / "nightly" / name).stat().st_size > 0
+    assert "% CI +" in (workdir / "results" / "nightly" / "nights.md").read_text()
     table = cli(workdir, "history", "exp.yaml").stdout
     assert table.splitlines()[0].split()[:3] == ["night", "(UTC)", "study"]
     assert table.count("drifted") >= 2

@@ -201,6 +201,10 @@ def test_json_and_helm_values(golden: tuple[Builder, Report]) -> None:
     assert (data["verdict"], data["configuration"], data["forced"]) == ("adopt", "#1", False)
     assert data["env"] == {"GOMAXPROCS": "2", "GOGC": "400"}
     assert data["improvement"]["ci95"][0] > 0
+    # The interval's level goes with it: with several candidates each is judged at more than
+    # 95% (review finding: a field named ci95 alone read as 95%).
+    cmp = next(c for c in golden[1].candidates if c.id == "#1").comparisons[0]
+    assert data["improvement"]["confidence"] == cmp.confidence
     helm = yaml.safe_load(export(_with_unset(golden[1], "GOGC"), "helm-values")[0])
     assert helm == {"env": [{"name": "GOMAXPROCS", "value": "2"}]}
 

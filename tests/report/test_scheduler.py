@@ -9,7 +9,7 @@ from typing import Any
 
 from autotune.experiment.models import Setting
 from autotune.report import build_report, write_report
-from tests.report.builder import Builder, experiment, m
+from tests.report.builder import EXPERIMENT, Builder, experiment, m
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 BASE: dict[str, Setting] = {"GOMAXPROCS": None, "GOGC": None}
@@ -82,3 +82,29 @@ def test_no_insight_recorded_means_no_section(tmp_path: Path) -> None:
     b.add("search", "search", GOOD, m(0.0057))
     report = build_report(b.exp, b.studies, now=NOW)
     assert report.insight is None
+
+
+def test_a_throughput_objective_is_not_explained_as_a_p99_and_its_worst_is_the_lowest(
+        tmp_path: Path) -> None:
+    # Review finding: the explanation took the objective's medians for a p99 in seconds
+    # ("raised p99 from 1000 s to 1500 s" for requests per second), and "the worst
+    # configuration measured" was the highest median, the best one not shown when maximizing.
+    text = EXPERIMENT.replace("objective: {minimize: p99_latency}",
+                              "objective: {maximize: request_rate}")
+    b = Builder(experiment(text), tmp_path)
+    extra = _extra(0.2, 0.2, 0.5, 2.0, 50, [], 10)
+
+    def rate(value: float) -> dict[str, float]:
+        return {**m(0.01), "request_rate": value}
+
+    for i in range(1, 4):
+        b.add("reference", "baseline", BASE, rate(1000), repeat=i, record_extra=extra)
+    for settings, value in [(GOOD, 1500), (GOOD, 1510), ({"GOMAXPROCS": 4, "GOGC": 100}, 1400),
+                            ({"GOMAXPROCS": 4, "GOGC": 200}, 1300),
+                            ({"GOMAXPROCS": 1, "GOGC": 100}, 1200), (WORST, 300)]:
+        b.add("search", "search", settings, rate(value), record_extra=extra)
+    insight = build_report(b.exp, b.studies, now=NOW).insight
+    assert insight is not None
+    assert "p99" not in insight.explanation and " s " not in insight.explanation
+    worst = next(r for r in insight.rows if r.id == insight.worst)
+    assert worst.gomaxprocs == 8, insight.worst

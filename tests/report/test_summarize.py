@@ -66,6 +66,16 @@ def test_without_a_baseline_nothing_is_compared(tmp_path: Path) -> None:
     assert r.candidates[0].comparisons == ()
 
 
+def test_with_nothing_measured_the_verdict_is_inconclusive(tmp_path: Path) -> None:
+    # Review finding: a night whose every trial failed (Prometheus unreachable) reported KEEP
+    # CURRENT, which the report's method defines as an interval that excludes an improvement.
+    b = _study(tmp_path, [], [])
+    b.add("reference", "baseline", BASE, None, failure="metrics unavailable", repeat=1)
+    r = build_report(b.exp, b.studies, now=NOW)
+    assert (r.evidence, r.verdict, r.best_candidate) == ("none", "inconclusive", None)
+    assert "baseline was never measured" in r.reason
+
+
 def test_without_a_feasible_trial_keep_current(tmp_path: Path) -> None:
     b = _study(tmp_path, [0.02, 0.021, 0.019], [])
     b.add("search", "search", GOOD, m(0.004, gc=0.009))  # violates gc_pause_p99 <= 0.005

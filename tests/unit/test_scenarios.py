@@ -17,7 +17,7 @@ from autotune.errors import ExperimentError
 from autotune.experiment import Experiment, load_experiment, parse_experiment
 from autotune.platforms import simulated
 from autotune.progress import SilentProgress
-from autotune.report import build_report, document, markdown
+from autotune.report import build_report, document, markdown, robustness
 from autotune.study import scenarios
 from autotune.study.journal import Journal
 from autotune.study.kinds import TrialKind
@@ -317,3 +317,16 @@ def test_a_replay_grid_without_a_scenarios_column_is_refused(tmp_path: Path) -> 
     grid.write_text(REPLAYED.replace("p99@held", "p99@other"))
     with pytest.raises(TargetError, match="p99@held"):
         Replay(exp, ReplayGrid.load(grid), FakeClock())
+
+
+def test_fragile_when_maximizing_is_measured_against_the_chosen() -> None:
+    # Review finding: maximizing, the loss was chosen / winner - 1 (1000 against 800 req/s:
+    # "25% worse"), and a winner at 0 was never fragile.
+    winners = {"quiet": "#2", "held": "#3"}
+    medians: dict[str, dict[str, float | None]] = {
+        "#1": {"quiet": 1100.0, "noisy": 1000.0, "held": 1000.0},
+        "#2": {"quiet": 1200.0, "noisy": 800.0, "held": 990.0},
+        "#3": {"quiet": 0.0, "noisy": 950.0, "held": 1100.0}}
+    fragile = robustness._fragile(winners, {"quiet": 3, "held": 3}, medians, "#1", False, [])
+    assert fragile[0].startswith("#2 is best under quiet but fragile under noisy: 20% worse")
+    assert fragile[1].startswith("#3 is best under held but fragile under quiet: 100% worse")

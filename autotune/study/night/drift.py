@@ -64,7 +64,7 @@ class Drift:
             "runs": self.runs,
             "comparison": None if c is None else {
                 "metric": c.metric, "direction": c.direction, "improvement": c.improvement,
-                "ci95": [c.low, c.high], "outcome": c.outcome,
+                "ci95": [c.low, c.high], "confidence": c.confidence, "outcome": c.outcome,
                 "recommendation_median": c.candidate_median,
                 "production_median": c.baseline_median,
                 "n": [c.n_candidate, c.n_baseline]},
