@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune import runlock
 from autotune.clock import FakeClock
 from autotune.platforms.local import cgroups
 
@@ -103,6 +104,34 @@ def test_a_killed_runs_enabled_controllers_are_undone_by_the_next_cleanup(
     stale.remove()
     assert not (tmp_path / name).exists()
     assert subtree.read_text() == "-cpu"
+
+
+def test_the_run_after_a_killed_one_enables_what_its_cleanup_disabled(tmp_path: Path) -> None:
+    """Review finding: what the root lacked was read once, by detect(). After a killed run,
+    +cpu was still enabled then (the dead run's), so the new run planned to enable nothing;
+    its start-up cleanup then removed the dead group and disabled cpu with it, and every
+    trial's group failed to be made (the kernel refuses +cpu in a child whose parent does not
+    enable it). The root is read when the group is made."""
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory\n")
+    subtree = tmp_path / "cgroup.subtree_control"
+    subtree.write_text("cpu memory\n")  # what the killed run left enabled
+    dead = _dead_pid()
+    name = f"autotune-t-{dead}"
+    (tmp_path / name).mkdir()
+    os.setxattr(tmp_path / name, cgroups.OWNER_XATTR, json.dumps(
+        {"pid": dead, "start": None, "pidns": runlock.pid_namespace(),
+         "enabled": ["cpu"]}).encode())
+    mode = cgroups.detect(tmp_path)  # the next run starts
+    [stale] = cgroups.stale("autotune-t", mode)
+    stale.clock = FakeClock()
+    stale.remove()
+    assert subtree.read_text() == "-cpu"
+    subtree.write_text("memory\n")  # what the kernel then shows
+    limit = cgroups.CpuLimit(mode, 1.0, "autotune-t-1", clock=FakeClock())
+    (tmp_path / "autotune-t-1").mkdir()
+    (tmp_path / "autotune-t-1" / "cgroup.subtree_control").write_text("")
+    limit.create()
+    assert subtree.read_text() == "+cpu" and limit.enabled == ["cpu"]
 
 
 # --- the real kernel: a run in another PID namespace -------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from autotune.clock import FakeClock
+from autotune.errors import TargetError
 from autotune.experiment import parse_experiment
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
@@ -449,3 +450,17 @@ def test_a_fixed_service_port_is_never_announced(tmp_path: Path) -> None:
     announced: list[tuple[dict[str, str], dict[str, str]]] = []
     _service(tmp_path, announced, port=18080)
     assert set(announced[-1][0]) == {LOADGEN_JOB}
+
+
+def test_a_fixed_service_port_another_process_listens_on_is_refused(tmp_path: Path) -> None:
+    # Review finding: with target.local.port set, nothing checked it was free. A process
+    # already there answered the health check, so the trial measured it (and the load
+    # generator sent it the configured headers).
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen()
+        port = stranger.getsockname()[1]
+        svc = _service(tmp_path, [], port=port)
+        with pytest.raises(TargetError, match=f"target.local.port {port}: another process"):
+            svc.apply({"GOMAXPROCS": "1"})
+    assert svc.service is None

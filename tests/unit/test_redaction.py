@@ -208,6 +208,7 @@ LOCAL = {
                     "4"],
         "env": {"SVC_MODE": "test"},
         "load": {"rate": 100, "method": "POST", "body": f'{{"key": "{SECRET}-4"}}',
+                 "path": f"/search?q=go&api_key={SECRET}-6",
                  "headers": {"X-Api-Key": f"{SECRET}-5", "Content-Type": "application/json"}},
     }},
     "prometheus": {"token_env": "REDACTION_PROM_TOKEN"},
@@ -234,6 +235,7 @@ def test_the_local_target_is_described_without_header_values_body_or_secret_argu
                                             "Content-Type": "application/json"}
     assert described["load"]["body"] == f"<{len(LOCAL['target']['local']['load']['body'])} bytes>"
     assert described["load"]["method"] == "POST" and described["load"]["rate"] == 100
+    assert described["load"]["path"] == "/search?q=go&api_key=***"
 
 
 def test_the_service_gets_the_environment_without_autotunes_secrets(

@@ -85,9 +85,6 @@ class Mode:
     """Where a cpuset can be made (v1: the cpuset hierarchy; v2: the same root); None if not."""
     cpuset_reason: str = ""
     """Why no cpuset can be made, when ``cpuset_root`` is None."""
-    enable: tuple[str, ...] = ()
-    """cgroup v2: controllers the root does not enable for its children yet; ``create()``
-    enables them for the run."""
 
 
 def _writable_dir(path: Path) -> bool:
@@ -112,15 +109,14 @@ def detect(root: Path = ROOT) -> Mode:
         if "cpu" in available and _writable_dir(root):
             subtree = (root / "cgroup.subtree_control").read_text().split()
             busy = _holds_processes(root)
+            # A root that does not enable a controller for its children yet can, for the run,
+            # unless it holds processes (create() enables what it lacks then).
             if "cpu" in subtree or not busy:
-                enable = () if "cpu" in subtree else ("cpu",)
                 if "cpuset" not in available:
-                    return Mode("v2", root, root, cpuset_reason="cgroup v2: no cpuset controller",
-                                enable=enable)
+                    return Mode("v2", root, root, cpuset_reason="cgroup v2: no cpuset controller")
                 if "cpuset" in subtree or not busy:
-                    return Mode("v2", root, root, cpuset_root=root,
-                                enable=enable + (() if "cpuset" in subtree else ("cpuset",)))
-                return Mode("v2", root, root, enable=enable,
+                    return Mode("v2", root, root, cpuset_root=root)
+                return Mode("v2", root, root,
                             cpuset_reason=f"cgroup v2: cannot enable the cpuset controller: "
                                           f"{busy}")
             reasons.append(f"cgroup v2: cannot enable the cpu controller for children: {busy}")
@@ -380,10 +376,13 @@ class CpuLimit:
                 self._join_tools()
 
     def _enable_root(self) -> None:
-        """Enable in the root, for the run, the controllers it does not enable yet."""
+        """Enable in the root, for the run, the controllers it does not enable now.
+
+        Read now, not as ``detect()`` found them: the run's own start-up cleanup may have
+        disabled them since (a killed run had enabled them, its group's removal undoes that)."""
         assert self.mode.cpu_root is not None
         control = self.mode.cpu_root / "cgroup.subtree_control"
-        wanted = [c for c in self.mode.enable if c == "cpu" or self.service_cpus]
+        wanted = ["cpu", "cpuset"] if self.service_cpus else ["cpu"]
         for controller in wanted:
             if controller in control.read_text().split() or controller in self.enabled:
                 continue

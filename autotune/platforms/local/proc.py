@@ -176,14 +176,31 @@ class Process:
         stop_all([self], grace, clock)
 
 
+def _group_is_ours(p: Process) -> bool:
+    """Whether ``p``'s process group may still be signalled. Its leader not reaped yet: the
+    PID cannot be anyone else's. Reaped (it exited, ``running()`` collected it): the group's ID
+    stays reserved only while a member lives, and once none does the kernel may give the
+    number to a new process, which leads a group of that number if it starts one (a shell's
+    job, a daemon): a member that *is* the number is such a stranger, never ours."""
+    if p.popen.poll() is None:
+        return True
+    members = group_members(p.pid)
+    return bool(members) and p.pid not in members
+
+
 def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | None = None) -> None:
     """Stop these processes' groups together (one grace period for all, not one each), reap
-    them and forget them in their registry."""
-    stop_pids([p.pid for p in processes], grace, clock)
+    them and forget them in their registry; one that survives a SIGKILL (not ours to kill: a
+    ``sudo`` inside the command; stuck in the kernel) stays in the registry, for the next
+    run's or ``autotune cleanup``'s start-up cleanup, and is logged."""
+    left = set(stop_pids([p.pid for p in processes if _group_is_ours(p)], grace, clock))
     for p in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.popen.wait(timeout=1)
-        if p.registry is not None:
+        if p.pid in left:
+            log.error("%s (process group %d) is still running after SIGTERM and SIGKILL; "
+                      "it stays recorded for the next cleanup", p.role, p.pid)
+        elif p.registry is not None:
             p.registry.remove(p.pid)
 
 

@@ -130,7 +130,8 @@ class LocalService:
     def describe(self) -> dict[str, Any]:
         load = self.spec.load.model_dump(mode="json")
         load.update(headers=redaction.headers(self.spec.load.headers),
-                    body=redaction.body(self.spec.load.body))
+                    body=redaction.body(self.spec.load.body),
+                    path=redaction.url(self.spec.load.path))  # ?api_key=... is a secret too
         out: dict[str, Any] = {
             "kind": "local",
             "workload": "command" if self.spec.command else (self.spec.workload or "demo"),
@@ -202,6 +203,18 @@ class LocalService:
         self.port = self.spec.port or self._fresh_port()
         self.load_port = self._fresh_port()
 
+    def _check_fixed_port(self) -> None:
+        """A fixed ``target.local.port`` must be free when our service is to bind it: with
+        another process listening there (a service left from an earlier session, someone's
+        server), the health check would pass on its answers and the trial would measure it, and
+        the load generator would send it the configured headers."""
+        port = self.spec.port
+        if port is not None and not port_free(port):
+            raise TargetError(
+                f"target.local.port {port}: another process already listens on 127.0.0.1:{port}"
+                " (autotune's own service was stopped before this check); stop it, or leave "
+                "target.local.port out to have a free port picked")
+
     # --- the protocol ----------------------------------------------------------------------
 
     def _ensure_limit(self) -> None:
@@ -259,6 +272,7 @@ class LocalService:
         self._stop_children()
         rate = self._load_rate()
         self._next_generation()
+        self._check_fixed_port()
         try:
             self.service = self._start_service(env, self.port)
             since = self.clock.now()
