@@ -351,6 +351,20 @@ def _recovered(injections: list[InjectionRecord], inj_id: str, when: float) -> N
             return
 
 
+@contextmanager
+def _removed_after(inj: Injection | None,
+                   recover: Callable[[Injection | None, BaseException | None], None]
+                   ) -> Iterator[None]:
+    """The stress ``inj`` is removed when the block ends, told what ended it early (an
+    interrupt, a screen's verdict, an error), if anything."""
+    try:
+        yield
+    except BaseException as e:
+        recover(inj, e)
+        raise
+    recover(inj, None)
+
+
 def _window(
     ctx: TrialContext, phases: _Phases, probe: NoiseProbe | None,
     pattern: Burst | str, length: float,
@@ -365,7 +379,7 @@ def _window(
     if not isinstance(pattern, Burst):
         with phases("inject"):
             inj = inject(length)
-        try:
+        with _removed_after(inj, recover):
             start = clock.now()
             if probe is not None:
                 probe.begin()
@@ -375,10 +389,6 @@ def _window(
                     early(start, after)
                 clock.sleep(max(0.0, start + length - clock.now()) if pending else length)
             foreign = probe.end() if probe is not None else None
-        except BaseException as e:
-            recover(inj, e)
-            raise
-        recover(inj, None)
         # The nominal window: the sleep may overshoot by a millisecond, the queries must not.
         return Window(start, start + length), foreign
 
@@ -390,12 +400,8 @@ def _window(
         while clock.now() < end:
             cycle = clock.now()
             inj = inject(pattern.burst)
-            try:
+            with _removed_after(inj, recover):
                 clock.sleep(min(pattern.burst, end - clock.now()))
-            except BaseException as e:
-                recover(inj, e)
-                raise
-            recover(inj, None)
             clock.sleep(min(cycle + pattern.every, end) - clock.now())
             while pending and clock.now() - start >= pending[0] and clock.now() < end:
                 early(start, pending.pop(0))  # at the first cycle's end past the checkpoint

@@ -333,18 +333,20 @@ class ChaosMeshInjector:
         if injection.id in self._recovered:
             return  # idempotent: removed (and judged) already
         with reraise_as(ChaosError):
+            lost: str | None = None
+            unread: Exception | None = None
             try:
                 lost = self._lost(namespace, injection.id)
-            except Exception:
+            except Exception as e:
                 # Whether it lasted cannot be read (the API server failing): the stress goes
                 # all the same, then the window fails with that reason.
-                if self.kube.delete(STRESSCHAOS, namespace, injection.id):
-                    self._await_gone(namespace, injection.id)
-                raise
+                unread = e
             if self.kube.delete(STRESSCHAOS, namespace, injection.id):
                 self._await_gone(namespace, injection.id)
-            elif lost is None:
+            elif lost is None and unread is None:
                 lost = "it was gone when autotune deleted it"
+            if unread is not None:
+                raise unread
         self._recovered.add(injection.id)
         if lost is not None:
             raise ChaosError(f"StressChaos {namespace}/{injection.id} did not last the window "
