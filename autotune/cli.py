@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("report", "write results/<name>/report.{md,html,json} and the plots")
     p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
-    p.add_argument("--out", help="directory (default results/<name>/)")
+    p.add_argument("--out", help="directory (default results/<name>/); refused if it holds "
+                                 "files of the report's names that no report wrote")
 
     p = add("export", "print the recommendation ready to apply")
     p.add_argument("file", help="experiment YAML file")

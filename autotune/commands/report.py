@@ -9,7 +9,7 @@ from pathlib import Path
 from autotune.commands import session
 from autotune.errors import ExitCode
 from autotune.experiment import Experiment
-from autotune.report import build_report, history, write_report
+from autotune.report import build_report, check_directory, history, write_report
 from autotune.study import storage as st
 
 
@@ -27,6 +27,8 @@ def write(exp: Experiment, storage: str | None, out: Path | None) -> tuple[list[
     url = st.storage_url(exp, storage)
     studies = st.open_existing(exp, url)
     report = build_report(exp, studies)
+    if out is not None:  # a directory of the user's, not autotune's results directory
+        check_directory(out)
     out = out or st.results_dir(exp)
     written = write_report(report, out, studies)
     nights = history.load(exp, url)

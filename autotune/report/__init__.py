@@ -15,7 +15,7 @@ from autotune.report.export import FORMATS, export
 from autotune.report.model import Report
 from autotune.study.storage import Studies
 
-__all__ = ["FORMATS", "Report", "build_report", "export", "write_report"]
+__all__ = ["FORMATS", "Report", "build_report", "check_directory", "export", "write_report"]
 
 
 def write_report(report: Report, out_dir: Path, studies: Studies | None = None) -> list[Path]:
@@ -30,3 +30,14 @@ def write_report(report: Report, out_dir: Path, studies: Studies | None = None) 
         raise PrerequisiteError(f"the report needs matplotlib ({e}): "
                                 "pip install 'autotune[report]'") from e
     return write(report, out_dir, studies)
+
+
+def check_directory(out_dir: Path) -> None:
+    """Refuse a directory given for the report whose files of the report's names no report
+    wrote (``StudyError``): they would be replaced or removed."""
+    try:
+        from autotune.report.write import check_directory as check
+    except ImportError as e:
+        raise PrerequisiteError(f"the report needs matplotlib ({e}): "
+                                "pip install 'autotune[report]'") from e
+    check(out_dir)

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+from autotune.errors import StudyError
 from autotune.report import document, html, markdown, plots
 from autotune.report.model import Report
 from autotune.report.serialize import to_json
 from autotune.study.storage import Studies
+
+FILES = ("report.md", "report.html", "report.json", *(f"{stem}.png" for stem in plots.PLOTS),
+         "nights.md", "nights.json", "nights.png")
+"""What ``autotune report`` writes into its directory (replacing them; a plot not drawn is
+removed)."""
+
+
+def check_directory(out_dir: Path) -> None:
+    """Refuse a directory given for the report that holds files of the report's names no
+    report wrote (no report.json of ours next to them): writing would replace or delete them
+    (a history.png, a report.md of the user's own)."""
+    present = [name for name in FILES if (out_dir / name).exists()]
+    if not present or _ours(out_dir / "report.json"):
+        return
+    raise StudyError(f"{out_dir} holds {', '.join(present)}, not written by an autotune report "
+                     "(no report.json of one there): the report would replace or remove them. "
+                     "Give an empty or new directory, or remove those files")
+
+
+def _ours(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"schema", "experiment", "verdict"} <= set(data)
 
 
 def _write(path: Path, text: str) -> Path:

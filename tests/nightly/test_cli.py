@@ -113,3 +113,23 @@ def test_history_of_an_unknown_experiment_is_an_error(workdir: Path) -> None:
     sqlite3.connect(other).close()
     out = cli(workdir, "history", "exp.yaml", "--storage", f"sqlite:///{other}")
     assert out.returncode == 1 and "no study named 'nightly'" in out.stderr
+
+
+def test_report_out_never_replaces_files_no_report_wrote(workdir: Path) -> None:
+    # Review finding: `report --out DIR` replaced report.md and deleted every plot name it did
+    # not draw (history.png...) in whatever directory it was given.
+    assert cli(workdir, "run", "exp.yaml", "--plain", "--trials", "3").returncode == 0
+    mine = workdir / "docs"
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes\n")
+    (mine / "importance.png").write_bytes(b"my picture")
+    refused = cli(workdir, "report", "exp.yaml", "--out", "docs")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "docs holds report.md, importance.png, not written by an autotune report" \
+        in refused.stderr
+    assert (mine / "report.md").read_text() == "my notes\n"
+    assert (mine / "importance.png").read_bytes() == b"my picture"
+    for _ in range(2):  # a new directory, then the same one again: its files are ours
+        written = cli(workdir, "report", "exp.yaml", "--out", "fresh")
+        assert written.returncode == 0, written.stderr
+    assert (workdir / "fresh" / "report.json").exists()
