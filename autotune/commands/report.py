@@ -30,12 +30,13 @@ def write(exp: Experiment, storage: str | None, out: Path | None) -> tuple[list[
     if out is not None:  # a directory of the user's, not autotune's results directory
         check_directory(out)
     out = out or st.results_dir(exp)
-    written = write_report(report, out, studies)
     nights = history.load(exp, url)
-    if nights:  # the report's "Night by night" section, with its plot and data next to it
-        written += history.write(nights, out)
-        with (out / "report.md").open("a") as f:
-            f.write("\n" + history.markdown(nights))
+    # The report's "Night by night" section, with its plot and data next to it: written first,
+    # so that report.html embeds the plot as report.md links it.
+    night_files = history.write(nights, out) if nights else []
+    section = (history.blocks(nights, history.PLOT if (out / history.PLOT).exists() else None)
+               if nights else [])
+    written = write_report(report, out, studies, section) + night_files
     chosen = report.configuration(report.best_candidate)
     return written, session.verdict_line({
         "verdict": report.verdict, "reason": report.reason,

@@ -7,10 +7,12 @@ renderers only render the resulting ``Report``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from autotune.errors import PrerequisiteError
 from autotune.report.collect import build_report
+from autotune.report.document import Block
 from autotune.report.export import FORMATS, export
 from autotune.report.model import Report
 from autotune.study.storage import Studies
@@ -18,7 +20,8 @@ from autotune.study.storage import Studies
 __all__ = ["FORMATS", "Report", "build_report", "check_directory", "export", "write_report"]
 
 
-def write_report(report: Report, out_dir: Path, studies: Studies | None = None) -> list[Path]:
+def write_report(report: Report, out_dir: Path, studies: Studies | None = None,
+                 extra: Sequence[Block] = ()) -> list[Path]:
     """Write report.md, report.html (self-contained), report.json and the PNG plots into
     ``out_dir``; return the paths (md, html, json, then the PNGs). With ``studies``, the contour
     plot is Optuna's (else a heat map drawn from the report)."""
@@ -29,7 +32,7 @@ def write_report(report: Report, out_dir: Path, studies: Studies | None = None) 
     except ImportError as e:
         raise PrerequisiteError(f"the report needs matplotlib ({e}): "
                                 "pip install 'autotune[report]'") from e
-    return write(report, out_dir, studies)
+    return write(report, out_dir, studies, extra)
 
 
 def check_directory(out_dir: Path) -> None:

@@ -19,6 +19,7 @@ from autotune.errors import StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.report import markdown as md
 from autotune.report.collect import build_report
+from autotune.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from autotune.study import storage as st
 from autotune.study.night.records import nights
 
@@ -169,20 +170,16 @@ def text(history: Sequence[NightRow]) -> str:
     return "\n".join(lines)
 
 
-def markdown(history: Sequence[NightRow], plot: str | None = PLOT) -> str:
-    """The report section: the plot, the table, what changed and what the drift checks said."""
-    out = ["## Night by night", ""]
+def blocks(history: Sequence[NightRow], plot: str | None = PLOT) -> list[Block]:
+    """The report section (in report.md and report.html alike, and alone in nights.md): the
+    plot, the table, what changed and what the drift checks said."""
+    out: list[Block] = [Heading(2, "Night by night")]
     if not history:
-        return "\n".join([*out, "No nights recorded yet.", ""])
+        return [*out, Paragraph("No nights recorded yet.")]
     if plot is not None:
-        out += [f"![Primary objective night by night]({plot})", ""]
+        out.append(Figure(plot, "Primary objective night by night"))
     cells = table(history)
-    # The header too: it names the goal (a weighted sum's "0.5*p99" is emphasis unescaped).
-    out += ["| " + " | ".join(md.text(c).replace("|", "\\|") for c in row) + " |"
-            for row in cells[:1]]
-    out.append("|" + "---|" * len(cells[0]))
-    out += ["| " + " | ".join(md.text(c).replace("|", "\\|") for c in row) + " |"
-            for row in cells[1:]]
+    out.append(Table(tuple(cells[0]), tuple(tuple(row) for row in cells[1:])))
     notes = [f"{_when(r)}: environment changed ({'; '.join(r.changes)}): new study "
              f"{r.study}" for r in history if r.changes]
     notes += [f"{_when(r)}: {r.drift_text}" for r in history
@@ -190,13 +187,17 @@ def markdown(history: Sequence[NightRow], plot: str | None = PLOT) -> str:
     notes += [f"{_when(r)}: the search stopped: {r.stop}" for r in history
               if r.stop and r.stop.startswith(("converged", "night budget"))]
     if notes:
-        out += ["", *(f"- {md.text(n)}" for n in notes)]
-    out += ["", "Configuration: the recommendation when the verdict is ADOPT, else the most "
-            "promising candidate. Its objective is the median of its runs against the "
-            "baseline's, with the relative improvement and its bootstrap interval at the "
-            "level shown (95%, or more for each of several candidates sharing the error "
-            "rate).", ""]
-    return "\n".join(out)
+        out.append(Bullets(tuple(notes)))
+    out.append(Paragraph(
+        "Configuration: the recommendation when the verdict is ADOPT, else the most promising "
+        "candidate. Its objective is the median of its runs against the baseline's, with the "
+        "relative improvement and its bootstrap interval at the level shown (95%, or more for "
+        "each of several candidates sharing the error rate)."))
+    return out
+
+
+def markdown(history: Sequence[NightRow], plot: str | None = PLOT) -> str:
+    return md.render(blocks(history, plot))
 
 
 def to_json(history: Sequence[NightRow]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from autotune.errors import StudyError
@@ -46,11 +47,13 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def write_report(report: Report, out_dir: Path, studies: Studies | None = None) -> list[Path]:
-    """Returns the files written: md, html, json, then the PNGs."""
+def write_report(report: Report, out_dir: Path, studies: Studies | None = None,
+                 extra: Sequence[document.Block] = ()) -> list[Path]:
+    """Returns the files written: md, html, json, then the PNGs. ``extra``: sections after
+    the report's own (their figures already in ``out_dir``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = plots.render(report, out_dir, studies.search if studies is not None else None)
-    blocks = document.build(report, figures)
+    blocks = [*document.build(report, figures), *extra]
     title = f"autotune report: {report.experiment}"
     written = [
         _write(out_dir / "report.md", markdown.render(blocks)),

@@ -86,6 +86,11 @@ def test_a_changed_fingerprint_is_said_and_the_history_shows_both_studies(
     assert cli(workdir, "report", "exp.yaml").returncode == 0
     report = (workdir / "results" / "nightly" / "report.md").read_text()
     assert "## Night by night" in report and "environment changed (noise" in report
+    # And in the HTML, the copy that is mailed around (review finding: it was in the .md only),
+    # its plot embedded.
+    page = (workdir / "results" / "nightly" / "report.html").read_text()
+    assert "Night by night</h2>" in page and "environment changed (noise" in page
+    assert page.count("data:image/png;base64,") == report.count(".png)")
 
 
 def test_nothing_is_promoted_without_adopt_and_never_by_force(workdir: Path) -> None:
