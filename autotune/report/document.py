@@ -301,16 +301,22 @@ def _scheduler(report: Report, figures: Mapping[str, Figure]) -> list[Block]:
 def _captures(report: Report) -> list[Block]:
     if not report.captures:
         return []
+    # The captures were taken when the run ended; a report made later (more confirmation
+    # runs, another rule) may recommend something else, or nothing.
+    now = report.configuration(report.recommendation) if report.recommendation else None
     items = []
     for c in report.captures:
+        name = str(c["name"])
+        if name == "recommended" and (now is None
+                                      or dict(now.settings) != dict(c.get("settings") or {})):
+            name = "recommended when captured, not now"
+        what = f"{name} ({settings(c.get('settings') or {})})"
         if c.get("failure"):
-            items.append(f"{c['name']} ({settings(c.get('settings') or {})}): not captured, "
-                         f"{c['failure']}")
+            items.append(f"{what}: not captured, {c['failure']}")
             continue
         for f in c.get("files") or ():
-            items.append(f"{c['name']} ({settings(c.get('settings') or {})}), {f['kind']} "
-                         f"under stress, {f['seconds']:g} s, {f['bytes']} bytes, open with: "
-                         f"{f['open_with']}")
+            items.append(f"{what}, {f['kind']} under stress, {f['seconds']:g} s, {f['bytes']} "
+                         f"bytes, open with: {f['open_with']}")
     return [Heading(3, "Runtime trace and CPU profile"), Bullets(tuple(items))]
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune import redaction
 from autotune.chaos.base import Injector
 from autotune.clock import Clock
 from autotune.errors import AutotuneError
@@ -48,10 +49,10 @@ def _one(exp: Experiment, backends: Backends, clock: Clock, name: str,
         clock.sleep(exp.measure.warmup)
         entry["files"] = _stressed(exp, injector, live, service, name, out_dir, seconds)
     except AutotuneError as e:
-        entry["failure"] = str(e)
-        log.warning("capture of %s failed: %s", name, e)
+        entry["failure"] = redaction.scrub(str(e))  # recorded in the study, shown in reports
+        log.warning("capture of %s failed: %s", name, entry["failure"])
     except Exception as e:  # a capture boundary, like a trial's: it fails, never the run
-        entry["failure"] = f"{type(e).__name__}: {e}"
+        entry["failure"] = redaction.scrub(f"{type(e).__name__}: {e}")
         log.exception("capture of %s failed unexpectedly", name)
     return entry
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
-from autotune.report import Report, build_report, write_report
+from autotune.report import Report, build_report, document, markdown, write_report
 from autotune.study.confirmation.run import confirm
 from tests.report.builder import Builder
 from tests.report.simstudy import run_sim
@@ -98,3 +99,22 @@ def test_a_real_three_trial_study_renders_every_plot(tmp_path: Path) -> None:
         "heatmap.png"}
     assert not (out / "contour.png").exists()
     _assert_png(out / "heatmap.png")
+
+
+def test_a_capture_of_what_is_no_longer_recommended_says_so(
+        golden: tuple[Builder, Report]) -> None:
+    # Review finding: the captures keep the name given when the run ended; re-reported after
+    # the verdict changed, "recommended" stood next to another recommendation (or none).
+    report = golden[1]
+    assert report.recommendation is not None
+    now = report.configuration(report.recommendation)
+    assert now is not None
+    files = [{"kind": "trace", "seconds": 5.0, "bytes": 10, "open_with": "go tool trace x"}]
+    captured = ({"name": "baseline", "settings": {"GOMAXPROCS": None}, "files": files},
+                {"name": "recommended", "settings": {"GOMAXPROCS": 8, "GOGC": 25},
+                 "files": files})
+    stale = markdown.render(document.build(dataclasses.replace(report, captures=captured), {}))
+    assert "- recommended when captured, not now (GOMAXPROCS=8 GOGC=25), trace" in stale
+    current = (captured[0], {**captured[1], "settings": dict(now.settings)})
+    fresh = markdown.render(document.build(dataclasses.replace(report, captures=current), {}))
+    assert "- recommended (GOMAXPROCS=2 GOGC=400), trace" in fresh

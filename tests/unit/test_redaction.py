@@ -18,7 +18,7 @@ import yaml
 
 from autotune import redaction
 from autotune.clock import FakeClock
-from autotune.errors import ExperimentError, MetricsError, StudyError
+from autotune.errors import ExperimentError, MetricsError, StudyError, TargetError
 from autotune.experiment import parse_experiment
 from autotune.experiment.models import Prometheus
 from autotune.live import Live, Matcher, Window
@@ -361,3 +361,31 @@ def test_every_log_line_and_traceback_is_scrubbed() -> None:
     line = formatter.format(record)
     assert "Traceback" in line and "ValueError" in line
     assert not [c for c in ("CANARYpw", "CANARY2", "CANARY3") if c in line], line
+
+
+class _PprofBehindAProxy:
+    """A target whose pprof endpoint sits behind a URL with credentials, and fails."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def pprof(self, live: Live) -> str:
+        raise TargetError(f"cannot reach http://ops:{SECRET}@10.0.0.7:6060/debug/pprof/trace")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_failed_capture_is_recorded_without_credentials(tmp_path: Path) -> None:
+    # Review finding: trial failures were scrubbed, a capture's failure was recorded (and shown
+    # in every report) as raised.
+    from autotune.study import profiles
+    from autotune.study.trial import Backends
+    from tests.support.simulated import rig
+
+    r = rig(tmp_path)
+    backends = Backends(_PprofBehindAProxy(r.backends.target), r.backends.injector,
+                        r.backends.source)
+    entry = profiles._one(r.exp, backends, r.clock, "baseline", r.exp.baseline_settings(),
+                          tmp_path / "captures", 5.0)
+    assert SECRET not in entry["failure"] and "ops:***@10.0.0.7" in entry["failure"]
