@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from autotune.clock import FakeClock
-from autotune.platforms.local import proc
+from autotune.errors import ChaosError
+from autotune.experiment.models import Stress
+from autotune.live import Live
+from autotune.platforms.local import proc, stress_ng
 
 
 @pytest.fixture
@@ -66,3 +69,18 @@ def test_a_group_that_survives_the_kill_stays_recorded(
         monkeypatch.undo()
         proc.stop_all([ours], grace=1.0)
     assert registry.entries() == []
+
+
+def test_stress_ng_that_exits_at_once_says_why(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review finding: its output went to /dev/null; the trial said only "exited with code 2".
+    fake = tmp_path / "stress-ng"
+    fake.write_text("#!/bin/sh\necho \"stress-ng: unrecognized option '--cpu-load'\"\nexit 2\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(stress_ng, "stress_ng_binary", lambda: str(fake))
+    injector = stress_ng.StressNgInjector(proc.Registry(tmp_path / "processes.json"),
+                                          FakeClock(), tmp_path / "logs")
+    live = Live(env={}, since=0.0, scope=(), placement={"cpus": [0]})
+    with pytest.raises(ChaosError, match="code 2 right after start; it said:\n"
+                                         "stress-ng: unrecognized option '--cpu-load'"):
+        injector.inject(live, Stress(workers=1, load=10), 5.0, {})

@@ -61,7 +61,16 @@ class DemoBlocker:
         if r.status_code != 200:
             raise ChaosError(f"held Ps: {method} {url} answered {r.status_code}: "
                              f"{r.text.strip()[:200]}")
-        data: dict[str, Any] = r.json()
+        try:
+            data = r.json()
+        except ValueError:
+            data = None
+        # A command's own service (not the demo) answers its catch-all route: name that.
+        if not isinstance(data, dict) or not {"goroutines", "held_seconds"} <= set(data):
+            raise ChaosError(f"held Ps: {method} {url} did not answer as the demo service's "
+                             f"endpoint (JSON with goroutines and held_seconds): "
+                             f"{r.text.strip()[:200]!r}; blocked_p needs target.local's demo "
+                             "workload")
         return data
 
     def block(self, live: Live, spec: BlockedP, duration: float,

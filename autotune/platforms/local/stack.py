@@ -100,5 +100,5 @@ def build(exp: Experiment, results: Path, clock: Clock) -> Backends:
             log.warning("%s; asking again at the first trial", e)
     held = any(s.blocked_p is not None for s in exp.chaos.runs())
     return Backends(target=target,
-                    injector=StressNgInjector(registry, clock), source=source,
+                    injector=StressNgInjector(registry, clock, logs), source=source,
                     blocker=DemoBlocker(clock) if held else None)

@@ -66,9 +66,11 @@ def _cgroup_pids(procs_file: str) -> set[int]:
 
 
 class StressNgInjector:
-    def __init__(self, registry: proc.Registry, clock: Clock) -> None:
+    def __init__(self, registry: proc.Registry, clock: Clock, logs: Path | None = None) -> None:
         self.registry, self.clock = registry, clock
         self.running: dict[str, proc.Process] = {}
+        self.log_path = logs / "stress-ng.log" if logs is not None else None
+        """stress-ng's own words (why it exited at once: an option this version lacks)."""
 
     def inject(self, live: Live, stress: Stress, duration: float,
                labels: Mapping[str, str]) -> Injection:
@@ -79,7 +81,8 @@ class StressNgInjector:
         inj_id = f"stress-ng-{labels.get('autotune/trial', 'x')}-{uuid.uuid4().hex[:6]}"
         p = proc.start(argv(stress_ng_binary(), stress, duration), role="stress-ng",
                        env=redaction.tool_env(),  # none of autotune's secrets
-                       registry=self.registry, cgroup_procs=procs_files, cpus=cpus or None)
+                       registry=self.registry, log_path=self.log_path,
+                       cgroup_procs=procs_files, cpus=cpus or None)
         self.running[inj_id] = p
         try:
             details = self._verify(p, stress, procs_files)
@@ -94,7 +97,9 @@ class StressNgInjector:
 
         def verified() -> dict[str, Any] | None:
             if not p.running():
-                raise ChaosError(f"stress-ng exited with code {p.returncode} right after start")
+                said = p.tail(5)
+                raise ChaosError(f"stress-ng exited with code {p.returncode} right after start"
+                                 + (f"; it said:\n{said}" if said else ""))
             members = set(proc.group_members(p.pid))
             running = members - {p.pid}
             if len(running) < workers(stress):
