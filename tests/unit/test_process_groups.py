@@ -3,6 +3,7 @@ processes of this test, in their own sessions."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autotune.clock import FakeClock
-from autotune.errors import ChaosError
+from autotune.errors import ChaosError, TargetError
 from autotune.experiment.models import Stress
 from autotune.live import Live
 from autotune.platforms.local import proc, stress_ng
@@ -84,3 +85,35 @@ def test_stress_ng_that_exits_at_once_says_why(tmp_path: Path,
     with pytest.raises(ChaosError, match="code 2 right after start; it said:\n"
                                          "stress-ng: unrecognized option '--cpu-load'"):
         injector.inject(live, Stress(workers=1, load=10), 5.0, {})
+
+
+def test_a_registry_that_cannot_be_written_is_a_clear_error_and_nothing_stays(
+        tmp_path: Path) -> None:
+    # Review finding: a full disk surfaced as a raw OSError ("internal error: a bug"), and in a
+    # stop it skipped what came after (the cgroups' removal). Unwritable is played by a file
+    # where the registry's directory should be (root ignores permissions).
+    (tmp_path / "results").write_text("not a directory")
+    registry = proc.Registry(tmp_path / "results" / "processes.json")
+    with pytest.raises(TargetError, match="cannot record the processes autotune started in "):
+        proc.start(["sleep", "60"], role="service", registry=registry)
+    assert not [p for p in _sleepers() if p.startswith("sleep 60")], "the process stayed"
+
+    good = proc.Registry(tmp_path / "ok" / "processes.json")
+    ours = proc.start(["sleep", "61"], role="service", registry=good)
+    good.path = registry.path  # the disk fills up during the run
+    proc.stop_all([ours], grace=1.0)  # no error: it is stopped, its entry is stale
+    assert not ours.running()
+
+
+def _sleepers() -> list[str]:
+    """Command lines of this test process's children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(stat[1]) == os.getpid():
+                    found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except (OSError, IndexError):
+                continue
+    return found

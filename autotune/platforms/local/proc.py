@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from autotune import redaction
 from autotune.clock import Clock, SystemClock, wait_until
-from autotune.errors import PrerequisiteError
+from autotune.errors import PrerequisiteError, TargetError
 from autotune.pids import alive, start_time
 
 log = logging.getLogger(__name__)
@@ -58,12 +58,18 @@ class Registry:
                       e.get("owner_started")) for e in raw]
 
     def _save(self, entries: list[Entry]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # One writer per experiment (the run lock, autotune.runlock); a temporary file of its
         # own all the same, so that no other process can ever rename it away half-written.
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([e.__dict__ for e in entries], indent=1))
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps([e.__dict__ for e in entries], indent=1))
+            os.replace(tmp, self.path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise TargetError(f"cannot record the processes autotune started in {self.path}: "
+                              f"{e.strerror or e} (a full disk?)") from e
 
     def add(self, entry: Entry) -> None:
         self._save([*self._load(), entry])
@@ -201,7 +207,10 @@ def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | No
             log.error("%s (process group %d) is still running after SIGTERM and SIGKILL; "
                       "it stays recorded for the next cleanup", p.role, p.pid)
         elif p.registry is not None:
-            p.registry.remove(p.pid)
+            try:
+                p.registry.remove(p.pid)
+            except TargetError as e:  # stopped all the same: the next cleanup drops its entry
+                log.warning("%s stopped; %s", p.role, e)
 
 
 def _join_cgroups(procs_files: Sequence[str]) -> Callable[[], None]:
