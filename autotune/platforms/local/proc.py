@@ -24,6 +24,7 @@ from autotune import redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.pids import alive, start_time
+from autotune.study.interrupts import deliver_pending, shielded
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +224,30 @@ def _join_cgroups(procs_files: Sequence[str]) -> Callable[[], None]:
     return join
 
 
+def _popen(argv: Sequence[str], role: str, env: Mapping[str, str] | None,
+           cwd: str | Path | None, out: IO[bytes] | int,
+           preexec: Callable[[], None] | None) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            list(argv), env=dict(env) if env is not None else None, cwd=cwd,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=preexec,
+        )
+    except FileNotFoundError:
+        raise PrerequisiteError(f"{role}: program not found: {argv[0]}") from None
+    except (PermissionError, subprocess.SubprocessError, OSError) as e:
+        raise PrerequisiteError(f"{role}: cannot start {argv[0]}: {e}") from None
+    finally:
+        if not isinstance(out, int):
+            out.close()
+
+
+def _discard(popen: subprocess.Popen[bytes]) -> None:
+    stop_pids([popen.pid], grace=1.0)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(timeout=1)
+
+
 def start(
     argv: Sequence[str],
     *,
@@ -248,32 +273,29 @@ def start(
         def preexec() -> None:
             os.sched_setaffinity(0, pinned)
 
+    # A signal while the child starts (Popen waits for its exec while it joins the cgroups)
+    # or before it is recorded would leave a process nobody knows of: it waits until both are
+    # done, then the process is stopped and the interrupt raised.
+    with shielded(deliver=False):
+        popen = _popen(argv, role, env, cwd, out, preexec)
+        if registry is not None:
+            me = os.getpid()
+            try:
+                registry.add(Entry(popen.pid, start_time(popen.pid), role,
+                                   tuple(redaction.argv(argv)), me, start_time(me)))
+            except BaseException:
+                # The registry cannot be written: a process nobody recorded could not be
+                # stopped by a later run or `autotune cleanup`, so it does not stay.
+                _discard(popen)
+                raise
     try:
-        popen = subprocess.Popen(
-            list(argv), env=dict(env) if env is not None else None, cwd=cwd,
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=preexec,
-        )
-    except FileNotFoundError:
-        raise PrerequisiteError(f"{role}: program not found: {argv[0]}") from None
-    except (PermissionError, subprocess.SubprocessError, OSError) as e:
-        raise PrerequisiteError(f"{role}: cannot start {argv[0]}: {e}") from None
-    finally:
-        if not isinstance(out, int):
-            out.close()
-    if registry is not None:
-        me = os.getpid()
-        try:
-            registry.add(Entry(popen.pid, start_time(popen.pid), role,
-                               tuple(redaction.argv(argv)), me,
-                               start_time(me)))
-        except BaseException:
-            # Interrupted, or the registry cannot be written: a process nobody recorded could
-            # not be stopped by a later run or `autotune cleanup`, so it does not stay.
-            stop_pids([popen.pid], grace=1.0)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                popen.wait(timeout=1)
-            raise
+        deliver_pending()
+    except BaseException:
+        _discard(popen)
+        if registry is not None:
+            with contextlib.suppress(TargetError):
+                registry.remove(popen.pid)
+        raise
     log.debug("started %s pid %d: %s", role, popen.pid, " ".join(redaction.argv(argv)))
     return Process(popen, role, registry, log_path)
 
