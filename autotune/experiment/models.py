@@ -229,7 +229,8 @@ class LocalTarget(Model):
     port: Count | None = Field(
         default=None, ge=1, le=65535,
         description="a fixed port for the service; default: a free port for every start. "
-                    "Required when command has no '{port}'")
+                    "Required when command has no '{port}'. Nothing else may listen on it when "
+                    "the service starts (the trial fails, naming the port)")
     health: str = Field(
         default="/healthz", pattern=r"^/",
         description="the path polled on the service after each start: it is ready when this "
