@@ -123,10 +123,13 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     if evidence == "none":
         # Nothing to compare: without a baseline the best search configuration is still what a
         # forced export would apply.
-        # Keep current only says something on a measured baseline (no feasible candidate to
-        # adopt); with none, nothing was measured and nothing can be kept on evidence.
+        # Keep current only says something on a measured baseline and a search that measured
+        # candidates, none of them feasible; with nothing measured on either side nothing can
+        # be kept on evidence (every search trial failed: Prometheus down all night, say).
+        searched = any(r.study == "search" and r.state in ("COMPLETE", "SCREENED")
+                       for r in rows)
         decision = sig.Decision("inconclusive" if candidates or baseline is None
-                                else "keep current",
+                                or not searched else "keep current",
                                 candidates[0].id if candidates else None, note, None)
     else:
         decision = sig.decide(

@@ -24,19 +24,27 @@ def check_directory(out_dir: Path) -> None:
     report wrote (no report.json of ours next to them): writing would replace or delete them
     (a history.png, a report.md of the user's own)."""
     present = [name for name in FILES if (out_dir / name).exists()]
-    if not present or _ours(out_dir / "report.json"):
+    if not present or _ours(out_dir):
         return
-    raise StudyError(f"{out_dir} holds {', '.join(present)}, not written by an autotune report "
-                     "(no report.json of one there): the report would replace or remove them. "
-                     "Give an empty or new directory, or remove those files")
+    raise StudyError(f"{out_dir} holds {', '.join(present)}, not written by autotune (no "
+                     "report.json or nights.json of its own there): the report would replace or "
+                     "remove them. Give an empty or new directory, or remove those files")
 
 
-def _ours(path: Path) -> bool:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and {"schema", "experiment", "verdict"} <= set(data)
+def _ours(out_dir: Path) -> bool:
+    """A report (or `autotune history --out`, or a report that failed after its night
+    section) wrote here: its report.json, or its nights.json, is there."""
+    def read(name: str) -> object:
+        try:
+            return json.loads((out_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    report, nights = read("report.json"), read("nights.json")
+    return ((isinstance(report, dict) and {"schema", "experiment", "verdict"} <= set(report))
+            or (isinstance(nights, list) and bool(nights)
+                and all(isinstance(n, dict) and {"night", "study", "status"} <= set(n)
+                        for n in nights)))
 
 
 def _write(path: Path, text: str) -> Path:

@@ -130,11 +130,14 @@ def test_report_out_never_replaces_files_no_report_wrote(workdir: Path) -> None:
     (mine / "importance.png").write_bytes(b"my picture")
     refused = cli(workdir, "report", "exp.yaml", "--out", "docs")
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "docs holds report.md, importance.png, not written by an autotune report" \
-        in refused.stderr
+    assert "docs holds report.md, importance.png, not written by autotune" in refused.stderr
     assert (mine / "report.md").read_text() == "my notes\n"
     assert (mine / "importance.png").read_bytes() == b"my picture"
     for _ in range(2):  # a new directory, then the same one again: its files are ours
         written = cli(workdir, "report", "exp.yaml", "--out", "fresh")
         assert written.returncode == 0, written.stderr
     assert (workdir / "fresh" / "report.json").exists()
+    # What `autotune history --out` wrote is autotune's too (review finding: refused).
+    assert cli(workdir, "history", "exp.yaml", "--out", "nights").returncode == 0
+    written = cli(workdir, "report", "exp.yaml", "--out", "nights")
+    assert written.returncode == 0, written.stderr

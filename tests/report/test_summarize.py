@@ -76,6 +76,15 @@ def test_with_nothing_measured_the_verdict_is_inconclusive(tmp_path: Path) -> No
     assert "baseline was never measured" in r.reason
 
 
+def test_with_every_search_trial_failed_the_verdict_is_inconclusive(tmp_path: Path) -> None:
+    # Review finding: a measured baseline and no candidate measured at all said keep current,
+    # as if candidates had been measured and found wanting.
+    b = _study(tmp_path, [0.02, 0.021, 0.019], [])
+    b.add("search", "search", GOOD, None, failure="metrics unavailable")
+    r = build_report(b.exp, b.studies, now=NOW)
+    assert (r.evidence, r.verdict, r.best_candidate) == ("none", "inconclusive", None)
+
+
 def test_without_a_feasible_trial_keep_current(tmp_path: Path) -> None:
     b = _study(tmp_path, [0.02, 0.021, 0.019], [])
     b.add("search", "search", GOOD, m(0.004, gc=0.009))  # violates gc_pause_p99 <= 0.005

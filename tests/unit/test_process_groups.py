@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from autotune.chaos.base import Injection
 from autotune.clock import FakeClock, SystemClock, wait_until
 from autotune.errors import ChaosError, TargetError
 from autotune.experiment.models import Stress
 from autotune.live import Live
+from autotune.pids import start_time
 from autotune.platforms.local import proc, stress_ng
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
 
@@ -78,16 +80,46 @@ def test_a_group_that_survives_the_kill_stays_recorded(
 def test_stress_ng_that_exits_at_once_says_why(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # Review finding: its output went to /dev/null; the trial said only "exited with code 2".
+    # Only this stress-ng's words: the log has every earlier injection's too.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "stress-ng.log").write_text("stress-ng: info: successful run completed\n")
     fake = tmp_path / "stress-ng"
-    fake.write_text("#!/bin/sh\necho \"stress-ng: unrecognized option '--cpu-load'\"\nexit 2\n")
-    fake.chmod(0o755)
     monkeypatch.setattr(stress_ng, "stress_ng_binary", lambda: str(fake))
     injector = stress_ng.StressNgInjector(proc.Registry(tmp_path / "processes.json"),
-                                          FakeClock(), tmp_path / "logs")
+                                          FakeClock(), logs)
     live = Live(env={}, since=0.0, scope=(), placement={"cpus": [0]})
-    with pytest.raises(ChaosError, match="code 2 right after start; it said:\n"
-                                         "stress-ng: unrecognized option '--cpu-load'"):
-        injector.inject(live, Stress(workers=1, load=10), 5.0, {})
+    for words, expected in (("stress-ng: unrecognized option '--cpu-load'",
+                             "code 2 right after start; it said:\n"
+                             "stress-ng: unrecognized option '--cpu-load'$"),
+                            ("", "code 2 right after start$")):
+        fake.write_text(f"#!/bin/sh\necho \"{words}\"\nexit 2\n" if words
+                        else "#!/bin/sh\nexit 2\n")
+        fake.chmod(0o755)
+        with pytest.raises(ChaosError, match=expected):
+            injector.inject(live, Stress(workers=1, load=10), 5.0, {})
+
+
+def test_a_dead_runs_group_whose_leader_exited_is_stopped_by_the_next_cleanup(
+        tmp_path: Path) -> None:
+    # Review finding: the cleanup judged a recorded group by its leader alone; a leader gone
+    # (a `sudo` or a shell that exited) with its children left dropped the entry and left them.
+    ours = proc.start(["sh", "-c", "sleep 63 & echo $! > child; exit 0"], role="service",
+                      cwd=tmp_path)
+    started = start_time(ours.pid)
+    ours.popen.wait()
+    child = int((tmp_path / "child").read_text())
+    registry = proc.Registry(tmp_path / "processes.json")
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    registry.add(proc.Entry(ours.pid, started, "service", ("sh", "-c", "..."), dead_owner.pid))
+    try:
+        done = registry.stop_leftovers(grace=1.0, clock=FakeClock())
+        assert done == [f"service (pid {ours.pid}: sh -c ... ...)"]
+        assert proc.group_members(ours.pid) == [] and registry.entries() == []
+    finally:
+        if proc.group_members(ours.pid):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_a_registry_that_cannot_be_written_is_a_clear_error_and_nothing_stays(
@@ -151,3 +183,18 @@ def _children() -> list[int]:
             if int(stat[1]) == os.getpid():
                 found.append(int(entry.name))
     return found
+
+
+def test_stress_whose_number_a_stranger_leads_now_is_neither_killed_nor_stuck(
+        tmp_path: Path, stranger: subprocess.Popen[bytes]) -> None:
+    # Review finding: stop_all rightly left the stranger's group alone, then the injector found
+    # its members and ended the study with StressNotRecovered naming them.
+    injector = stress_ng.StressNgInjector(proc.Registry(tmp_path / "processes.json"),
+                                          FakeClock())
+    gone = proc.start(["true"], role="stress-ng")
+    gone.popen.wait()
+    gone.pid = stranger.pid  # the kernel gave the number to a new group leader
+    injector.running["stress-ng-1"] = gone
+    assert injector.active() == []
+    injector.recover(Injection(id="stress-ng-1", started=0.0, details={}))
+    assert stranger.poll() is None

@@ -23,6 +23,7 @@ every call shares the same timeouts, retries and error vocabulary.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import math
@@ -210,10 +211,12 @@ class Kube:
         if not date:
             return
         try:
-            stamp = parsedate_to_datetime(date).timestamp()
-        except (TypeError, ValueError):
+            when = parsedate_to_datetime(date)
+        except Exception:  # a malformed header must never fail the request it came with
             return
-        self._server_clock = (stamp, self.clock.monotonic())
+        if when.tzinfo is None:  # asctime's form, or "-0000": HTTP dates are GMT (RFC 9110)
+            when = when.replace(tzinfo=dt.UTC)
+        self._server_clock = (when.timestamp(), self.clock.monotonic())
 
     def server_now(self) -> float:
         """The API server's time now (epoch seconds): the Date of its last answer (every

@@ -81,17 +81,33 @@ class Registry:
     def entries(self) -> list[Entry]:
         return self._load()
 
-    def stop_leftovers(self, grace: float = 5.0) -> list[str]:
-        """Stop the recorded processes whose autotune owner died; forget those already gone."""
+    def stop_leftovers(self, grace: float = 5.0, roles: Sequence[str] | None = None,
+                       clock: Clock | None = None) -> list[str]:
+        """Stop the recorded process groups (of ``roles``, or all) whose autotune owner died;
+        forget those gone. One still running after SIGKILL stays recorded, and is said."""
         done = []
         for e in self._load():
-            if not e.orphaned():
+            if (roles is not None and e.role not in roles) or not e.orphaned():
                 continue  # a live run (perhaps another worker) still owns it
-            if alive(e.pid, e.started):
-                stop_pid(e.pid, grace)
-                done.append(f"{e.role} (pid {e.pid}: {' '.join(e.argv[:3])} ...)")
+            if _recorded_group_is_ours(e):
+                what = f"{e.role} (pid {e.pid}: {' '.join(e.argv[:3])} ...)"
+                if stop_pids([e.pid], grace, clock):
+                    done.append(f"{what} still running after SIGKILL: stop it by hand, "
+                                f"`ps -o pid,stat,cmd -g {e.pid}`")
+                    continue
+                done.append(what)
             self.remove(e.pid)
         return done
+
+
+def _recorded_group_is_ours(e: Entry) -> bool:
+    """Whether ``e``'s process group is still the one we started: its leader alive (the same
+    process: its start time), or, the leader gone, members left in it (they keep the group's ID
+    reserved), none of them a new leader that took the number (``group_is_ours``)."""
+    if alive(e.pid, e.started):
+        return True
+    members = group_members(e.pid)
+    return bool(members) and e.pid not in members
 
 
 POLL = 0.01
@@ -183,7 +199,7 @@ class Process:
         stop_all([self], grace, clock)
 
 
-def _group_is_ours(p: Process) -> bool:
+def group_is_ours(p: Process) -> bool:
     """Whether ``p``'s process group may still be signalled. Its leader not reaped yet: the
     PID cannot be anyone else's. Reaped (it exited, ``running()`` collected it): the group's ID
     stays reserved only while a member lives, and once none does the kernel may give the
@@ -200,7 +216,7 @@ def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | No
     them and forget them in their registry; one that survives a SIGKILL (not ours to kill: a
     ``sudo`` inside the command; stuck in the kernel) stays in the registry, for the next
     run's or ``autotune cleanup``'s start-up cleanup, and is logged."""
-    left = set(stop_pids([p.pid for p in processes if _group_is_ours(p)], grace, clock))
+    left = set(stop_pids([p.pid for p in processes if group_is_ours(p)], grace, clock))
     for p in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.popen.wait(timeout=1)

@@ -79,25 +79,37 @@ class StressNgInjector:
         if not procs_files and not cpus:
             raise ChaosError("the target did not say where it runs (no cgroup, no CPU set)")
         inj_id = f"stress-ng-{labels.get('autotune/trial', 'x')}-{uuid.uuid4().hex[:6]}"
+        # Where this stress-ng's words start in the log every injection appends to.
+        offset = (self.log_path.stat().st_size
+                  if self.log_path is not None and self.log_path.exists() else 0)
         p = proc.start(argv(stress_ng_binary(), stress, duration), role="stress-ng",
                        env=redaction.tool_env(),  # none of autotune's secrets
                        registry=self.registry, log_path=self.log_path,
                        cgroup_procs=procs_files, cpus=cpus or None)
         self.running[inj_id] = p
         try:
-            details = self._verify(p, stress, procs_files)
+            details = self._verify(p, stress, procs_files, offset)
         except BaseException:
             self._stop(inj_id)
             raise
         return Injection(id=inj_id, started=self.clock.now(), details=details)
 
-    def _verify(self, p: proc.Process, stress: Stress, procs_files: list[str]) -> dict[str, Any]:
+    def _said(self, offset: int) -> str:
+        """What stress-ng wrote to its log from ``offset`` (its last 5 lines)."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as f:
+            f.seek(offset)
+            return "\n".join(f.read().decode(errors="replace").splitlines()[-5:])
+
+    def _verify(self, p: proc.Process, stress: Stress, procs_files: list[str],
+                offset: int) -> dict[str, Any]:
         """Wait until the workers exist, sit in the service's cgroup(s) and have burned CPU
         (workers are fresh processes: any CPU time at all is theirs)."""
 
         def verified() -> dict[str, Any] | None:
             if not p.running():
-                said = p.tail(5)
+                said = self._said(offset)
                 raise ChaosError(f"stress-ng exited with code {p.returncode} right after start"
                                  + (f"; it said:\n{said}" if said else ""))
             members = set(proc.group_members(p.pid))
@@ -121,8 +133,9 @@ class StressNgInjector:
         p = self.running.pop(inj_id, None)
         if p is None:
             return
+        ours = proc.group_is_ours(p)  # not once its number leads a stranger's group
         p.stop(grace=RECOVER_TIMEOUT / 2, clock=self.clock)
-        left = proc.group_members(p.pid)
+        left = proc.group_members(p.pid) if ours else []
         if left:
             raise StressNotRecovered(
                 f"stress-ng processes {left} still running after SIGKILL; check "
@@ -132,18 +145,13 @@ class StressNgInjector:
         self._stop(injection.id)
 
     def active(self) -> list[str]:
-        return [i for i, p in self.running.items() if proc.group_members(p.pid)]
+        return [i for i, p in self.running.items()
+                if proc.group_is_ours(p) and proc.group_members(p.pid)]
 
     def cleanup(self) -> list[str]:
         done = []
         for inj_id in list(self.running):
             self._stop(inj_id)
             done.append(inj_id)
-        for e in self.registry.entries():
-            if e.role != "stress-ng" or not e.orphaned():
-                continue
-            if pids.alive(e.pid, e.started):
-                proc.stop_pid(e.pid, clock=self.clock)
-                done.append(f"stress-ng pid {e.pid} left by an earlier run")
-            self.registry.remove(e.pid)
+        done += self.registry.stop_leftovers(roles=("stress-ng",), clock=self.clock)
         return done
