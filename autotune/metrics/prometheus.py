@@ -226,6 +226,7 @@ class PrometheusSource:
         self._secrets: tuple[str, ...] = ()
         """What ``client()`` sends to authenticate, scrubbed from every message."""
         self._learned: float | None = None
+        self._clock_checked = False
         # What this experiment says (our private Prometheus: what we configured it with), never
         # the field's default for a server we did not configure.
         self._configured = (embedded.scrape_interval if embedded is not None
@@ -456,6 +457,7 @@ class PrometheusSource:
     def observe(self, live: Live) -> None:
         if self.embedded is None:
             self._ensure_interval(live)
+            self._check_clock()
             self._await_pods_up(live)
             return
         self.client()
@@ -480,6 +482,36 @@ class PrometheusSource:
         seen = down if isinstance(down, Unavailable) else reading
         raise MetricsError(f"Prometheus is not scraping every endpoint of the service "
                            f"({dict(live.endpoints)}) after {timeout:g}s: {seen}")
+
+    def _check_clock(self) -> None:
+        """Refuse a Prometheus whose clock is off this host's by more than half a scrape
+        interval (checked once). Windows are this host's times and the queries ask for them:
+        a Prometheus ahead by 20 s would answer for a window 20 s before the stress, silently.
+        Its own time is ``time()`` asked with no evaluation time; the round trip's half is the
+        estimate's error, allowed for. Our private Prometheus shares this host's clock."""
+        if self._clock_checked:
+            return
+        sent = self.clock.now()
+        try:
+            result = self.client().custom_query("time()")
+        except (PrometheusApiClientException, requests.RequestException) as e:
+            log.debug("Prometheus's clock not checked: %s", self._reason(e))
+            return  # the reads that follow fail with the reason
+        received = self.clock.now()
+        theirs = interpret(result, "time()")
+        if not isinstance(theirs, float):
+            log.debug("Prometheus's clock not checked: %s", theirs.reason)
+            return
+        self._clock_checked = True
+        offset = theirs - (sent + received) / 2
+        tolerance = max(1.0, self.scrape_interval / 2)
+        if abs(offset) > tolerance + (received - sent) / 2:
+            side = "ahead of" if offset > 0 else "behind"
+            raise MetricsError(
+                f"Prometheus's clock is {abs(offset):.1f} s {side} this host's (more than half "
+                f"its {self.scrape_interval:g} s scrape interval): "
+                "every window would be read at the wrong time, off its stress. Synchronise the "
+                "clocks (NTP; `timedatectl status` on each host)")
 
     def _ensure_interval(self, live: Live) -> None:
         """Learn the interval now if Prometheus did not answer when the run started (never
