@@ -129,9 +129,10 @@ def test_a_registry_that_cannot_be_written_is_a_clear_error_and_nothing_stays(
     # where the registry's directory should be (root ignores permissions).
     (tmp_path / "results").write_text("not a directory")
     registry = proc.Registry(tmp_path / "results" / "processes.json")
+    before = _children()  # other tests' (a server thread's child, a zombie) are not ours
     with pytest.raises(TargetError, match="cannot record the processes autotune started in "):
         proc.start(["sleep", "60"], role="service", registry=registry)
-    assert _children() == [], "the process stayed"
+    assert _children() - before == set(), "the process stayed"
 
     good = proc.Registry(tmp_path / "ok" / "processes.json")
     ours = proc.start(["sleep", "61"], role="service", registry=good)
@@ -151,11 +152,12 @@ def test_a_signal_while_the_child_starts_leaves_no_process(tmp_path: Path) -> No
     me = os.getpid()
 
     def signal_then_release() -> None:
-        wait_until(SystemClock(), lambda: bool(_children()), 10.0, 0.01)  # forked
+        wait_until(SystemClock(), lambda: bool(_children() - before), 10.0, 0.01)  # forked
         os.kill(me, signal.SIGTERM)
         with open(procs) as f:  # the child's write goes through: it execs
             f.read()
 
+    before = _children()  # other tests' are not ours
     helper = threading.Thread(target=signal_then_release)
     try:
         with signals_as_exceptions(), pytest.raises(Interrupted):
@@ -163,17 +165,17 @@ def test_a_signal_while_the_child_starts_leaves_no_process(tmp_path: Path) -> No
             proc.start(["sleep", "62"], role="service", registry=registry,
                        cgroup_procs=[str(procs)])
         helper.join(10)
-        assert _children() == [], "the child was left running"
+        assert _children() - before == set(), "the child was left running"
         assert registry.entries() == []
     finally:
-        for pid in _children():
+        for pid in _children() - before:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
 
 
-def _children() -> list[int]:
+def _children() -> set[int]:
     """PIDs of this test process's children (zombies too)."""
-    found = []
+    found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -181,7 +183,7 @@ def _children() -> list[int]:
             except OSError:
                 continue
             if int(stat[1]) == os.getpid():
-                found.append(int(entry.name))
+                found.add(int(entry.name))
     return found
 
 
