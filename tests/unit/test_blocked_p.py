@@ -14,18 +14,14 @@ from autotune.errors import ChaosError
 from autotune.experiment.models import BlockedP
 from autotune.live import Live
 from autotune.platforms.local.blocked_p import DemoBlocker
+from tests.support.http import answer
 
 
 class _CatchAll(BaseHTTPRequestHandler):
     """A command's own web service: a page on every path."""
 
     def do_GET(self) -> None:
-        body = b"<html><body>shop</body></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, b"<html><body>shop</body></html>", "text/html")
 
     def log_message(self, *_: Any) -> None:
         pass

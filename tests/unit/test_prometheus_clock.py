@@ -18,6 +18,7 @@ from autotune.errors import MetricsError
 from autotune.experiment.models import Prometheus
 from autotune.live import Live
 from autotune.metrics.prometheus import PrometheusSource
+from tests.support.http import answer
 
 
 class _Skewed(BaseHTTPRequestHandler):
@@ -30,13 +31,8 @@ class _Skewed(BaseHTTPRequestHandler):
         params = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
         self.asked.append(params.get("query", ""))
         now = float(params.get("time", time.time() + self.skew))
-        body = json.dumps({"status": "success", "data": {
-            "resultType": "scalar", "result": [now, repr(now)]}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, json.dumps({"status": "success", "data": {
+            "resultType": "scalar", "result": [now, repr(now)]}}).encode(), "application/json")
 
     def log_message(self, *_: Any) -> None:
         pass
