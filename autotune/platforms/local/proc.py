@@ -101,13 +101,18 @@ class Registry:
 
 
 def _recorded_group_is_ours(e: Entry) -> bool:
-    """Whether ``e``'s process group is still the one we started: its leader alive (the same
-    process: its start time), or, the leader gone, members left in it (they keep the group's ID
-    reserved), none of them a new leader that took the number (``group_is_ours``)."""
-    if alive(e.pid, e.started):
-        return True
-    members = group_members(e.pid)
-    return bool(members) and e.pid not in members
+    """``group_is_ours`` for a recorded group: its leader alive is the same process by its
+    start time."""
+    return alive(e.pid, e.started) or _orphans_left(e.pid)
+
+
+def _orphans_left(pgid: int) -> bool:
+    """The group's leader is gone: the group's ID stays reserved only while a member lives, and
+    once none does the kernel may give the number to a new process, which leads a group of that
+    number if it starts one (a shell's job, a daemon): a member that *is* the number is such a
+    stranger, never ours."""
+    members = group_members(pgid)
+    return bool(members) and pgid not in members
 
 
 POLL = 0.01
@@ -200,15 +205,9 @@ class Process:
 
 
 def group_is_ours(p: Process) -> bool:
-    """Whether ``p``'s process group may still be signalled. Its leader not reaped yet: the
-    PID cannot be anyone else's. Reaped (it exited, ``running()`` collected it): the group's ID
-    stays reserved only while a member lives, and once none does the kernel may give the
-    number to a new process, which leads a group of that number if it starts one (a shell's
-    job, a daemon): a member that *is* the number is such a stranger, never ours."""
-    if p.popen.poll() is None:
-        return True
-    members = group_members(p.pid)
-    return bool(members) and p.pid not in members
+    """Whether ``p``'s process group may still be signalled: its leader not reaped yet (the PID
+    cannot be anyone else's), or, reaped (``running()`` collects it), members of it left."""
+    return p.popen.poll() is None or _orphans_left(p.pid)
 
 
 def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | None = None) -> None:
