@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="experiment YAML file")
     p.add_argument("--storage")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--out", help="directory for nights.{md,json,png} (default results/<name>/)")
+    p.add_argument("--out", help="directory for nights.{md,json,png} (default results/<name>/); "
+                                 "refused if it holds files of those names autotune did not write")
 
     p = add("cleanup", "remove stress and restore targets that a dead run left behind")
     p.add_argument("file", nargs="?", help="experiment file (its own leftovers)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from autotune.commands import session
 from autotune.errors import ExitCode
 from autotune.experiment import Experiment
-from autotune.report import history
+from autotune.report import history, ownership
 from autotune.study import storage as st
 
 
@@ -21,6 +21,8 @@ def main(args: argparse.Namespace) -> int:
 
 def show(exp: Experiment, storage: str | None, out: Path | None, *, as_json: bool) -> int:
     nights = history.load(exp, st.storage_url(exp, storage))
+    if out is not None:  # a directory of the user's, not autotune's results directory
+        ownership.check_directory(out, history.FILES, "the history")
     written = history.write(nights, out or st.results_dir(exp))
     print(history.to_json(nights) if as_json else history.text(nights), end="" if as_json
           else "\n")

@@ -24,6 +24,8 @@ from autotune.study import storage as st
 from autotune.study.night.records import nights
 
 PLOT = "nights.png"
+FILES = ("nights.md", "nights.json", PLOT)
+"""What ``write`` replaces in its directory."""
 
 
 @dataclass(frozen=True)

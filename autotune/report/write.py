@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from autotune.errors import StudyError
-from autotune.report import document, html, markdown, plots
+from autotune.report import document, html, markdown, ownership, plots
 from autotune.report.model import Report
 from autotune.report.serialize import to_json
 from autotune.study.storage import Studies
@@ -21,30 +19,8 @@ removed)."""
 
 def check_directory(out_dir: Path) -> None:
     """Refuse a directory given for the report that holds files of the report's names no
-    report wrote (no report.json of ours next to them): writing would replace or delete them
-    (a history.png, a report.md of the user's own)."""
-    present = [name for name in FILES if (out_dir / name).exists()]
-    if not present or _ours(out_dir):
-        return
-    raise StudyError(f"{out_dir} holds {', '.join(present)}, not written by autotune (no "
-                     "report.json or nights.json of its own there): the report would replace or "
-                     "remove them. Give an empty or new directory, or remove those files")
-
-
-def _ours(out_dir: Path) -> bool:
-    """A report (or `autotune history --out`, or a report that failed after its night
-    section) wrote here: its report.json, or its nights.json, is there."""
-    def read(name: str) -> object:
-        try:
-            return json.loads((out_dir / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-
-    report, nights = read("report.json"), read("nights.json")
-    return ((isinstance(report, dict) and {"schema", "experiment", "verdict"} <= set(report))
-            or (isinstance(nights, list) and bool(nights)
-                and all(isinstance(n, dict) and {"night", "study", "status"} <= set(n)
-                        for n in nights)))
+    report wrote (a history.png, a report.md of the user's own)."""
+    ownership.check_directory(out_dir, FILES, "the report")
 
 
 def _write(path: Path, text: str) -> Path:

@@ -141,3 +141,22 @@ def test_report_out_never_replaces_files_no_report_wrote(workdir: Path) -> None:
     assert cli(workdir, "history", "exp.yaml", "--out", "nights").returncode == 0
     written = cli(workdir, "report", "exp.yaml", "--out", "nights")
     assert written.returncode == 0, written.stderr
+
+
+def test_history_out_never_replaces_files_no_autotune_wrote(workdir: Path) -> None:
+    # Review finding: `history --out DIR` replaced nights.md/json/png wherever it was pointed.
+    assert cli(workdir, "run", "exp.yaml", "--plain", "--trials", "3").returncode == 0
+    mine = workdir / "docs"
+    mine.mkdir()
+    (mine / "nights.md").write_text("my nights\n")
+    refused = cli(workdir, "history", "exp.yaml", "--out", "docs")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "docs holds nights.md, not written by autotune" in refused.stderr
+    assert (mine / "nights.md").read_text() == "my nights\n"
+    assert sorted(p.name for p in mine.iterdir()) == ["nights.md"]
+    # a report.md of the user's is not the history's business: history writes beside it
+    (workdir / "notes").mkdir()
+    (workdir / "notes" / "report.md").write_text("mine\n")
+    for _ in range(2):  # a new directory, then the same one again: its files are ours
+        assert cli(workdir, "history", "exp.yaml", "--out", "notes").returncode == 0
+    assert (workdir / "notes" / "report.md").read_text() == "mine\n"
