@@ -5,7 +5,7 @@ from __future__ import annotations
 from autotune.errors import AutotuneError
 from autotune.experiment.models import Experiment
 from autotune.platforms.kubernetes import stack as cluster
-from autotune.platforms.local.doctor import local_checks
+from autotune.platforms.local.doctor import local_checks, memory_fits
 from autotune.readiness import Check
 
 
@@ -28,4 +28,5 @@ def run(exp: Experiment | None, context: str | None = None) -> list[Check]:
     checks = local_checks()
     if exp is not None and exp.prometheus.url is not None:
         checks = [c for c in checks if c.name != "prometheus"]
-    return checks
+    memory = memory_fits(exp) if exp is not None else None
+    return checks + ([memory] if memory is not None else [])

@@ -485,7 +485,8 @@ class MemoryStress(Model):
         pattern=MEMORY_SIZE_PATTERN,
         description="memory all workers hold together: a number with B, KB, KiB, MB, MiB, GB "
                     "or GiB, or 1%..100% (of the node's memory with Chaos Mesh, of the host's "
-                    "locally), e.g. 256MB; locally nothing limits the service's memory")
+                    "locally), e.g. 256MB; locally nothing limits the service's memory, and a size "
+                    "above 75% of the host's available memory is refused before the run")
 
 
 class Stress(Model):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 from autotune import redaction
 from autotune.errors import AutotuneError, PrerequisiteError
 from autotune.experiment.models import Experiment
-from autotune.platforms.local import cgroups, gobuild, proc
+from autotune.platforms.local import cgroups, gobuild, proc, stress_ng
 from autotune.readiness import Check
 
 
@@ -56,6 +57,57 @@ def local_checks() -> list[Check]:
             _binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus"), _isolation()]
 
 
+MEMORY_HEADROOM = 0.25
+"""The share of the host's available memory a local memory stress leaves free: the service,
+its Prometheus, the load generator and the Go build need theirs (the demo's together use a few
+hundred MiB; a quarter of what is free keeps them clear on a laptop of a few GiB)."""
+
+
+def _meminfo(path: Path) -> dict[str, int]:
+    """/proc/meminfo in bytes: ``MemTotal``, ``MemAvailable``..."""
+    out = {}
+    for line in path.read_text().splitlines():
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            out[name] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    return out
+
+
+def memory_fits(exp: Experiment, meminfo: Path = Path("/proc/meminfo")) -> Check | None:
+    """A local memory stress larger than what the host can spare is refused before anything
+    starts: nothing limits the service's memory locally, so it would not press the service as a
+    container's limit does, only run the host out of memory (its OOM killer then ends stress-ng's
+    workers, which stress-ng puts first in line, or the service, or Prometheus) and leave the
+    window stressed otherwise than asked. A percentage is of the host's total memory."""
+    fields = [(f"chaos.scenarios[{i}].stress.memory.size" if exp.chaos.scenarios
+               else "chaos.stress.memory.size", run.stress.memory.size)
+              for i, run in enumerate(exp.chaos.runs())
+              if run.stress is not None and run.stress.memory is not None]
+    if not fields:
+        return None
+    info = _meminfo(meminfo)
+    total, available = info.get("MemTotal"), info.get("MemAvailable")
+    if total is None or available is None:
+        return Check("memory stress", False, f"{meminfo} does not give MemTotal and "
+                     "MemAvailable: cannot tell whether the memory stress fits")
+    budget = int(available * (1 - MEMORY_HEADROOM))
+    too_big = [(field, size) for field, size in fields
+               if (total * int(size[:-1]) // 100 if size.endswith("%")
+                   else int(stress_ng.vm_bytes(size))) > budget]
+    if not too_big:
+        return Check("memory stress", True, f"fits in {_gib(budget)} of {_gib(available)} "
+                     "available")
+    return Check("memory stress", False, "; ".join(
+        f"{field} {size} is more than this host can spare: {_gib(available)} available now, of "
+        f"which a local memory stress may hold {1 - MEMORY_HEADROOM:.0%} ({_gib(budget)})"
+        for field, size in too_big), "give a smaller size")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
 def require(exp: Experiment) -> None:
     """Refuse a local run, before anything starts, when a program it needs is missing: without
     this the run started and failed trial after trial ("apply: prometheus not found"). The CPU
@@ -64,6 +116,9 @@ def require(exp: Experiment) -> None:
     needed = [_go(), _binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng")]
     if exp.prometheus.url is None:  # else the experiment's own Prometheus is used
         needed.append(_binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus"))
+    memory = memory_fits(exp)
+    if memory is not None:
+        needed.append(memory)
     missing = [c for c in needed if not c.ok]
     if missing:
         raise PrerequisiteError(
