@@ -134,6 +134,43 @@ def test_the_run_after_a_killed_one_enables_what_its_cleanup_disabled(tmp_path: 
     assert subtree.read_text() == "+cpu" and limit.enabled == ["cpu"]
 
 
+
+def _made(root: Path, name: str) -> cgroups.CpuLimit:
+    (root / name).mkdir()
+    (root / name / "cgroup.subtree_control").write_text("")
+    limit = cgroups.CpuLimit(cgroups.detect(root), 1.0, name, clock=FakeClock())
+    limit.create()
+    return limit
+
+
+def _removed(root: Path, limit: cgroups.CpuLimit) -> None:
+    for path in sorted(root.glob(f"{limit.name}/**/*"), key=lambda p: -len(p.parts)):
+        if path.is_file():
+            path.unlink()  # what a real cgroupfs's rmdir does with the pseudo-files
+    limit.remove()
+
+
+@pytest.mark.parametrize("first_to_end", ["enabler", "other"])
+def test_two_overlapping_runs_leave_the_root_as_they_found_it(tmp_path: Path,
+                                                              first_to_end: str) -> None:
+    """Review finding: run A enabled +cpu; run B, started meanwhile, found it enabled and
+    enabled nothing; A ended first, saw B's group and left cpu enabled; B then had nothing to
+    undo, and +cpu stayed in the root for good. A hands it to B's owner record."""
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory\n")
+    subtree = tmp_path / "cgroup.subtree_control"
+    subtree.write_text("memory\n")
+    a = _made(tmp_path, "autotune-a-1")
+    assert subtree.read_text() == "+cpu" and a.enabled == ["cpu"]
+    subtree.write_text("cpu memory\n")  # what the kernel then shows
+    b = _made(tmp_path, "autotune-b-2")
+    assert b.enabled == [] and subtree.read_text() == "cpu memory\n"
+    first, last = (a, b) if first_to_end == "enabler" else (b, a)
+    _removed(tmp_path, first)
+    assert subtree.read_text() == "cpu memory\n", "disabled under a live run"
+    _removed(tmp_path, last)
+    assert subtree.read_text() == "-cpu"
+
+
 # --- the real kernel: a run in another PID namespace -------------------------------------------
 
 OWNER = textwrap.dedent("""

@@ -30,7 +30,8 @@ Every trial records which one it got, and why not a better one (``note``).
 Looking changes nothing: ``detect()`` (run by ``autotune cleanup`` and ``doctor`` too) only
 reads. On cgroup v2 a root that does not yet enable ``cpu`` (or ``cpuset``) for its children
 has it enabled by ``create()``, for the run, and disabled again by ``remove()`` unless another
-autotune group still exists (or the kernel refuses: someone uses it now). A run killed before
+autotune group still exists (or the kernel refuses: someone uses it now); then it is handed to
+the other groups' owner records, and the last of them to go disables it. A run killed before
 its ``remove()`` recorded what it enabled in its group's owner record (below): the cleanup that
 removes its group disables them in its place.
 
@@ -176,6 +177,21 @@ def _read_owner(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return raw if isinstance(raw, dict) else None
+
+
+def _add_enabled(path: Path, enabled: list[str]) -> bool:
+    """Add ``enabled`` to the group's owner record; False where it has none (an older
+    autotune, no extended attributes): then the controllers stay enabled, as before."""
+    record = _read_owner(path)
+    if record is None:
+        return False
+    held = record.get("enabled")
+    record["enabled"] = sorted({*(held if isinstance(held, list) else []), *enabled})
+    try:
+        os.setxattr(path, OWNER_XATTR, json.dumps(record).encode())
+    except OSError:
+        return False
+    return True
 
 
 def owner_alive(name_pid: int, owner: dict[str, Any] | None) -> bool:
@@ -400,9 +416,14 @@ class CpuLimit:
         if not self.enabled or self.mode.cpu_root is None:
             return
         root = self.mode.cpu_root
-        others = [p.name for p in root.glob("autotune-*") if p.is_dir() and p.name != self.name]
+        others = [p for p in root.glob("autotune-*") if p.is_dir() and p.name != self.name]
         if others:
-            log.debug("leaving %s enabled in %s: %s may use it", self.enabled, root, others)
+            # The last group to go disables them: hand what this run enabled to the others'
+            # owner records (a run that overlapped ours found them enabled and enabled nothing;
+            # without this, +cpu stayed in the root for good after both ended).
+            handed = [p.name for p in others if _add_enabled(p, self.enabled)]
+            log.debug("leaving %s enabled in %s: %s may use it (handed to %s)", self.enabled,
+                      root, [p.name for p in others], handed)
             self.enabled.clear()
             return
         while self.enabled:
@@ -411,6 +432,17 @@ class CpuLimit:
                 (root / "cgroup.subtree_control").write_text(f"-{controller}")
             except OSError as e:  # EBUSY: a group made since uses it
                 log.debug("leaving %s enabled in %s: %s", controller, root, e.strerror or e)
+
+    def _take_handover(self) -> None:
+        """Controllers an overlapping run that ended first handed to this group's owner
+        record (``_disable_root``): this run now disables them when it is the last."""
+        if self.mode.kind != "v2" or self.mode.cpu_root is None:
+            return
+        record = _read_owner(self.mode.cpu_root / self.name)
+        handed = record.get("enabled") if record is not None else None
+        for controller in handed if isinstance(handed, list) else []:
+            if controller in ("cpu", "cpuset") and controller not in self.enabled:
+                self.enabled.append(controller)
 
     def _write_cpusets(self) -> None:
         """CPUs (and, on v1, memory nodes) of the parent first, then of each child."""
@@ -484,6 +516,7 @@ class CpuLimit:
         directories (children first) in every hierarchy, the cpuset one included."""
         if self.mode.kind == "affinity":
             return []
+        self._take_handover()
         self._leave_tools()
         leftovers = []
         me = os.getpid()
