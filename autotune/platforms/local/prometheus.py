@@ -31,7 +31,7 @@ from pathlib import Path
 
 import requests
 
-from autotune import redaction
+from autotune import pids, redaction, runlock
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
 from autotune.platforms.local import proc
@@ -41,6 +41,33 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
 Group = dict[str, object]
+OWNER = "owner.json"
+"""In each ``prometheus-<pid>/``: the PID, its start time and PID namespace of the run that made
+it, so that a killed run's TSDB is known as such even once its PID is someone else's."""
+
+
+def remove_stale(base: Path) -> list[Path]:
+    """Remove the ``prometheus-<pid>/`` directories under ``base`` whose run is gone."""
+    removed = []
+    for stale in base.glob("prometheus-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and stale.is_dir() and not _maker_alive(stale, int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale)
+    return removed
+
+
+def _maker_alive(workdir: Path, pid: int) -> bool:
+    try:
+        owner = json.loads((workdir / OWNER).read_text())
+        recorded, started, pidns = int(owner["pid"]), owner["start"], owner["pidns"]
+    except (OSError, ValueError, TypeError, KeyError):
+        # Made by an autotune before the record (or the record was lost): by its PID alone.
+        return Path(f"/proc/{pid}").exists()
+    if pidns != runlock.pid_namespace():
+        return True  # a run in another PID namespace (a container): its PIDs mean nothing here
+    return pids.alive(recorded, started if isinstance(started, str) else None)
+
 
 
 def prometheus_binary() -> str:
@@ -70,13 +97,13 @@ class EmbeddedPrometheus:
         binary = prometheus_binary()
         # Under results/, named by our PID: a killed run's TSDB is found and removed next time.
         base = self.logs.parent.resolve()  # Prometheus resolves file_sd paths from its config
-        for stale in base.glob("prometheus-*"):
-            pid = stale.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                shutil.rmtree(stale, ignore_errors=True)
+        remove_stale(base)
         self.workdir = base / f"prometheus-{os.getpid()}"
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
+        me = os.getpid()
+        (self.workdir / OWNER).write_text(json.dumps({
+            "pid": me, "start": pids.start_time(me), "pidns": runlock.pid_namespace()}))
         interval = f"{max(1, round(self.scrape_interval * 1000))}ms"
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval,
