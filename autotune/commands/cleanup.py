@@ -20,22 +20,26 @@ def main(args: argparse.Namespace) -> int:
         print("cleanup: give an experiment file, or --namespace", file=sys.stderr)
         return ExitCode.USAGE
     done: list[str] = []
+    failed: list[AutotuneError] = []
     if args.namespace is not None:
+        # Every step is tried; what failed is said after what was done.
         done += cluster.cleanup_namespace(args.namespace, context=args.context,
-                                          kubeconfig=args.kubeconfig, force=args.force)
+                                          kubeconfig=args.kubeconfig, force=args.force,
+                                          failed=failed)
+        for e in failed:
+            print(f"cleanup of namespace {args.namespace} failed: {e}", file=sys.stderr)
     if args.file is not None:
         exp, _ = session.load(args.file)
-        failed: list[AutotuneError] = []
         for member in exp.pool_members():  # every member of a pool; else the target
             try:
                 done += _clean(member, st.results_dir(exp), args.context)
             except AutotuneError as e:  # the other members are cleaned all the same
                 failed.append(e)
                 print(f"cleanup of {member.member or member.name} failed: {e}", file=sys.stderr)
-        if failed:
-            for line in done:
-                print(f"removed: {line}")
-            raise failed[0]
+    if failed:
+        for line in done:
+            print(f"removed: {line}")
+        raise failed[0]
     for line in done:
         print(f"removed: {line}")
     if not done:

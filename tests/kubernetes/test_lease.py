@@ -112,3 +112,29 @@ class _Skewed:
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
+
+
+def test_a_run_that_lost_its_lease_leaves_the_deployment_to_the_run_that_took_it(
+        world: World) -> None:
+    # Review finding: the Lease was renewed only when a trial applied, never before the
+    # restore. A run stalled past its Lease (two long rollouts) was taken over by the CronJob;
+    # the stalled run's restore then patched the Deployment under it and removed the
+    # annotation the new run had written: the new run's later restore had nothing to put back,
+    # and its candidate stayed on the Deployment.
+    original = world.template_env()
+    stalled, nightly = world.target(), world.target()
+    assert stalled.lease is not None and nightly.lease is not None
+    nightly.lease.holder = "autotune-api-28912345-abcde pid 1 study api-test"
+    stalled.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "500"})
+    world.age_leases(3600)  # the stalled run's Lease expires
+    nightly.cleanup()  # takes it over, restores what the stalled run left
+    nightly.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
+    saved, candidate = world.annotations(), world.template_env()
+    assert saved, "the nightly run saved the original"
+    with pytest.raises(TargetError, match="this run's Lease expired and another run took"):
+        stalled.restore()
+    assert not stalled.lease.held, "its stress guard no longer claims the StressChaos"
+    assert world.annotations() == saved and world.template_env() == candidate
+    nightly.restore()
+    assert world.template_env() == original and world.annotations() == {}
+    assert world.items("leases") == []

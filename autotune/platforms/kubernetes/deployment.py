@@ -439,6 +439,21 @@ class KubernetesTarget:
         if self.lease is not None:
             self.lease.acquire()  # takes it, or renews it: every trial passes here
 
+    def _still_hold(self) -> None:
+        """Renew the Lease before putting the original back or dropping its record. A run
+        whose Lease expired meanwhile (two long rollouts) and was taken over must not touch
+        the Deployment: the run that took it adopted the saved original and restores it, and
+        our patch or our removal of the annotation (which it wrote) would undo its work."""
+        if self.lease is None:
+            return
+        try:
+            self.lease.acquire()
+        except TargetProblem as e:
+            raise TargetProblem(
+                f"{self.where}: this run's Lease expired and another run took the Deployment "
+                f"over, so this run leaves it to that run, which restores the original env it "
+                f"adopted ({e})") from None
+
     def _release(self) -> None:
         if self.lease is not None:
             self.lease.release()
@@ -576,6 +591,7 @@ class KubernetesTarget:
 
     def _forget(self, keep_file: bool = False) -> None:
         """Drop the saved original: from the Deployment, from disk and from memory."""
+        self._still_hold()
         self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                         annotation_patch(None))
         if self.state_file is not None and not keep_file:
@@ -588,6 +604,7 @@ class KubernetesTarget:
         return restore_patch(original, current)
 
     def _put_back(self, original: Original) -> None:
+        self._still_hold()
         patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                   self._restore_patch(original))
         if int(patched.get("spec", {}).get("replicas", 1)) < 1:
@@ -721,8 +738,9 @@ def _placement(live: Live) -> PodPlacement:
 
 
 def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,
-                      timeout: float = 300.0) -> str | None:
-    """Undo a run that left its original env on ``deployment`` (for namespace cleanup)."""
+                      timeout: float = 300.0, lease: RunLease | None = None) -> str | None:
+    """Undo a run that left its original env on ``deployment`` (for namespace cleanup), under
+    ``lease`` (renewed before each change), the Deployment's run Lease the caller holds."""
     original = Original.of(deployment)
     if original is None:
         return None
@@ -731,7 +749,7 @@ def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,
                                    deployment=str(meta.get("name")),
                                    container=original.container, rollout_timeout=timeout)
     return "; ".join(KubernetesTarget(spec, kube, clock, variables=list(original.env),
-                                      study=original.study).cleanup()) or None
+                                      study=original.study, lease=lease).cleanup()) or None
 
 
 def _runnable_p999(trace: schedtrace.Trace) -> int:

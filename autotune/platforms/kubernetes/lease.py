@@ -124,6 +124,8 @@ class RunLease:
         return renewed + float(spec.get("leaseDurationSeconds") or 0) < self.kube.server_now()
 
     def _refuse(self, lease: Obj) -> None:
+        # Not ours (any more): the stress guard stops removing the holder's StressChaos.
+        self.held = False
         spec = lease.get("spec") or {}
         expires = _epoch(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or 0)
         raise TargetProblem(

@@ -8,6 +8,8 @@ later trial.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -285,23 +287,39 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
 
 # --- cleanup of a namespace -----------------------------------------------------------------
 
-def cleanup_namespace(namespace: str, context: str | None = None,
-                      kubeconfig: str | None = None, *, clock: Clock | None = None,
-                      rollout_timeout: float = 300.0, force: bool = False) -> list[str]:
+def cleanup_namespace(namespace: str, *, context: str | None = None,
+                      kubeconfig: str | None = None, clock: Clock | None = None,
+                      rollout_timeout: float = 300.0, force: bool = False,
+                      failed: list[AutotuneError] | None = None) -> list[str]:
     """Remove every StressChaos and load generator pod autotune left in ``namespace`` (any
     study) and restore every Deployment that still carries an original env saved by autotune.
     Says what it did.
 
-    It holds the run Lease of every Deployment in the namespace meanwhile: a run that is alive
-    there keeps its stress (``TargetProblem`` naming it, exit 1), and no run starts while we
-    clean. ``force``: remove the stress all the same (that run's window is then discarded);
-    a Deployment whose Lease another run holds is never restored under it."""
+    It holds the run Lease of every Deployment in the namespace meanwhile (renewed before each
+    restore, which may wait out a rollout): a run that is alive there keeps its stress
+    (``TargetProblem`` naming it, exit 1), and no run starts while we clean. ``force``: remove
+    the stress all the same (that run's window is then discarded); a Deployment whose Lease
+    another run holds is never restored under it.
+
+    A step that fails does not stop the others: a StressChaos that will not go does not keep
+    the Deployments from their original env (their rollout replaces the stressed pods), nor
+    does one Deployment's failed rollout keep the next from being restored. The failures are
+    appended to ``failed``; without it, the first is raised once every step was tried."""
     clock = clock or SystemClock()
     kube = connect(clock, context=context, kubeconfig=kubeconfig)
     items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
-    held: list[RunLease] = []
+    held: dict[str, RunLease] = {}
     busy: set[str] = set()
     done: list[str] = []
+    problems: list[AutotuneError] = []
+
+    def attempt(step: Callable[[], list[str]]) -> None:
+        try:
+            done.extend(step())
+        except AutotuneError as e:
+            log.error("cleanup of namespace %s: %s", namespace, e)
+            problems.append(e)
+
     try:
         for dep in items:
             name = dep["metadata"]["name"]
@@ -318,9 +336,10 @@ def cleanup_namespace(namespace: str, context: str | None = None,
                 log.warning("--force: %s; its stress is removed, its Deployment left alone", e)
                 busy.add(name)
                 continue
-            held.append(lease)
-        done += ChaosMeshInjector(kube, clock, namespace=namespace, study=None).cleanup()
-        done += remove_all(kube, namespace, None)  # a dead run's generator (rbac-load.yaml)
+            held[name] = lease
+        attempt(lambda: ChaosMeshInjector(kube, clock, namespace=namespace,
+                                          study=None).cleanup())
+        attempt(lambda: remove_all(kube, namespace, None))  # a dead run's generator
         for dep in items:
             name = dep["metadata"]["name"]
             annotated = ORIGINAL_ENV_ANNOTATION in (dep.get("metadata", {}).get("annotations")
@@ -330,13 +349,21 @@ def cleanup_namespace(namespace: str, context: str | None = None,
             if name in busy:
                 done.append(f"Deployment {namespace}/{name}: left alone, a live run tunes it")
                 continue
-            line = restore_annotated(kube, clock, dep, rollout_timeout)
-            if line:
-                done.append(line)
+            attempt(partial(_restored, kube, clock, dep, rollout_timeout, held[name]))
     finally:
-        for lease in held:
+        for lease in held.values():
             lease.release()
+    if failed is not None:
+        failed.extend(problems)
+    elif problems:
+        raise problems[0]
     return done
+
+
+def _restored(kube: Kube, clock: Clock, dep: dict[str, Any], timeout: float,
+              lease: RunLease) -> list[str]:
+    line = restore_annotated(kube, clock, dep, timeout, lease=lease)
+    return [line] if line else []
 
 
 def describe(exp: Experiment, context: str | None = None) -> dict[str, Any]:
