@@ -416,11 +416,7 @@ class StudyRunner:
                     if exp.study.deadline is not None else None)
         stop = "budget reached"
         try:
-            # The target first: on a cluster it takes the run Lease, so a second run stops here
-            # before its injector's cleanup could remove the live stress of the first.
-            leftovers = b.target.cleanup() + b.injector.cleanup()
-            for line in leftovers:
-                log.warning("left over from an earlier run, removed: %s", line)
+            self._clean_leftovers()
             if not pooled:  # a pool's members each queue their own (_run_own_baseline)
                 enqueue_baseline(exp, studies.reference)
             described = b.target.describe()
@@ -549,6 +545,8 @@ class StudyRunner:
         self._reference = studies.reference
         completed = 0
         try:
+            if self.queue_lock is None:  # a pool's members were cleaned when the pool began
+                self._clean_leftovers()
             while True:
                 for attrs in entries:
                     studies.reference.enqueue_trial({}, user_attrs=attrs)
@@ -565,6 +563,15 @@ class StudyRunner:
             with shielded():
                 self._finish(studies)
         return completed
+
+    def _clean_leftovers(self) -> None:
+        """What a killed run left (its stress, its candidate on the target) goes before this
+        run measures anything. The target first: on a cluster it takes the run Lease, so a
+        second run stops here before its injector's cleanup could remove the live stress of
+        the first."""
+        b = self.backends
+        for line in b.target.cleanup() + b.injector.cleanup():
+            log.warning("left over from an earlier run, removed: %s", line)
 
     def _finish(self, studies: st.Studies) -> None:
         b = self.backends

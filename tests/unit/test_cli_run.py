@@ -169,3 +169,25 @@ def test_reading_a_study_that_is_not_there_creates_no_database(
         err = capsys.readouterr().err
         assert "no study database at" in err and "four slashes" in err, err
     assert sorted(p.name for p in workdir.rglob("*")) == ["exp.yaml"]
+
+
+def test_confirm_after_a_killed_run_removes_what_it_left_first(workdir: Path) -> None:
+    # Review finding: `autotune confirm` did no start-up cleanup (`run` does): it measured with
+    # the killed run's stress still injected, and on a cluster adopted the dead run's saved
+    # original as its own (restoring it into the wrong container when that run tuned another).
+    world = World(workdir / "world.json")
+    p = _start(workdir)
+    _wait_for_completed(workdir, 3, p)
+    _wait_for_injection(world, p)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate(timeout=10)
+    assert world.load()["active"], "the kill left the injection (that is the point)"
+    confirm = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "confirm", "exp.yaml", "--plain", "--top", "1",
+         "--repeats", "1"],
+        cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True,
+        text=True, timeout=120)
+    out = confirm.stdout + confirm.stderr
+    assert confirm.returncode == 0, out
+    assert "left over from an earlier run, removed: simulated injection" in out
+    assert world.load()["active"] == {} and world.load()["applied"] is None
