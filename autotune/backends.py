@@ -19,6 +19,7 @@ def _simulated(exp: Experiment, results: Path, clock: Clock, context: str | None
     from autotune.platforms import simulated
 
     world = simulated.World(simulated.world_path(exp, results))
+    world.load()  # a state_file that is not a world's is refused before its lock is made
     return Backends(
         target=simulated.SimulatedService(exp, world, clock),
         injector=simulated.SimulatedInjector(world, clock),

@@ -418,7 +418,8 @@ class SimulatedTarget(Model):
     state_file: str | None = Field(
         default=None,
         description="the JSON file where the simulated world keeps its state (default: "
-                    "results/<name>/simulated-world.json); one run at a time per file",
+                    "results/<name>/simulated-world.json); one run at a time per file; an "
+                    "existing file that is not a world's state is refused, never replaced",
     )
 
 

@@ -51,15 +51,29 @@ class World:
         self.path = path
 
     def load(self) -> dict[str, Any]:
+        """The state; a fresh world where there is no file yet. A file that is not a world's
+        (``target.simulated.state_file`` pointed at someone's notes) is refused, never
+        replaced: saving the fresh state over it would destroy it."""
         try:
-            data: dict[str, Any] = json.loads(self.path.read_text())
-            return data
-        except (OSError, json.JSONDecodeError):
+            text = self.path.read_text()
+        except FileNotFoundError:
             return {"applied": None, "active": {}, "history": [], "foreign_cores": []}
+        except OSError as e:
+            raise TargetError(f"cannot read the simulated world {self.path}: "
+                              f"{e.strerror or e}") from None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not {"applied", "active", "history"} <= set(data):
+            raise TargetError(f"{self.path} (target.simulated.state_file) is not a simulated "
+                              "world's state: autotune will not replace it. Name a new file")
+        return data
 
     def save(self, state: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        # Our own temporary name: a file of the user's next to the state stays untouched.
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
         os.replace(tmp, self.path)
 

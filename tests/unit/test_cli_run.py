@@ -191,3 +191,26 @@ def test_confirm_after_a_killed_run_removes_what_it_left_first(workdir: Path) ->
     assert confirm.returncode == 0, out
     assert "left over from an earlier run, removed: simulated injection" in out
     assert world.load()["active"] == {} and world.load()["applied"] is None
+
+
+@pytest.mark.parametrize("command", ["run", "cleanup"])
+def test_a_state_file_that_is_not_a_worlds_is_never_replaced(workdir: Path,
+                                                              command: str) -> None:
+    # Review finding: `target.simulated.state_file: notes.txt` replaced the user's notes with
+    # the world's state (a file that did not read as JSON was taken for an empty world), and
+    # its temporary file notes.tmp replaced theirs too; `autotune cleanup` said "nothing to
+    # clean up" while doing it.
+    doc = {**EXPERIMENT, "target": {"simulated": {**EXPERIMENT["target"]["simulated"],
+                                                  "state_file": "notes.txt"}}}
+    (workdir / "exp.yaml").write_text(yaml.safe_dump(doc))
+    (workdir / "notes.txt").write_text("precious user data\n")
+    (workdir / "notes.tmp").write_text("more of it\n")
+    args = ["run", "exp.yaml", "--plain"] if command == "run" else ["cleanup", "exp.yaml"]
+    done = subprocess.run([sys.executable, "-m", "autotune.cli", *args], cwd=workdir,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "notes.txt (target.simulated.state_file) is not a simulated world's state" \
+        in done.stderr
+    assert (workdir / "notes.txt").read_text() == "precious user data\n"
+    assert (workdir / "notes.tmp").read_text() == "more of it\n"
+    assert not (workdir / "notes.txt.lock").exists()
