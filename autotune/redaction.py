@@ -121,6 +121,15 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     return text
 
 
+def output(text: str) -> str:
+    """A child's own words (a service's, Prometheus's last lines, quoted when it fails), which
+    autotune shows and records but never wrote: ``scrub`` plus what a program prints about
+    its configuration, ``password=p``, ``token: t``, ``Authorization: Bearer t`` (their whole
+    value). Stricter than ``scrub``, whose messages are autotune's own and name keys."""
+    lines = [_AUTHORIZATION.sub(rf"\1{MASK}", line) for line in scrub(text).split("\n")]
+    return _INLINE_SECRET.sub(rf"\1{MASK}", "\n".join(lines))
+
+
 def argv(args: Sequence[str]) -> list[str]:
     """An argv fit for a description: the program and every argument, but with the credentials
     in URLs masked, and the value of an argument named like a secret (``--password x``,
@@ -142,9 +151,8 @@ def argv(args: Sequence[str]) -> list[str]:
 
 
 def _inline(arg: str) -> str:
-    if _AUTHORIZATION.search(arg):
-        return _AUTHORIZATION.sub(rf"\1{MASK}", arg)
-    return _INLINE_SECRET.sub(rf"\1{MASK}", arg)
+    # Both: a shell line may hold a header and a password= before it.
+    return _INLINE_SECRET.sub(rf"\1{MASK}", _AUTHORIZATION.sub(rf"\1{MASK}", arg))
 
 
 def headers(values: Mapping[str, str]) -> dict[str, str]:

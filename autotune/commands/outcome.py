@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from autotune import redaction
 from autotune.errors import AutotuneError, ExitCode, ExperimentError, ExperimentUnreadable
 
 log = logging.getLogger("autotune")
@@ -28,8 +29,8 @@ def guarded(step: Callable[[], int]) -> ExitCode:
         return e.exit_code
     except AutotuneError as e:
         problems = getattr(e, "problems", None) or [str(e)]
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+        for problem in problems:  # a URL's credentials in a library's words: masked
+            print(f"error: {redaction.scrub(str(problem))}", file=sys.stderr)
         return e.exit_code
     except Exception:
         log.exception("internal error (a bug in autotune; please report it with this trace)")

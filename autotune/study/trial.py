@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from autotune import redaction
 from autotune.chaos.base import Blocker, Injection, Injector
 from autotune.clock import Clock
 from autotune.errors import AutotuneError, ChaosError, MetricsError, StressNotRecovered
@@ -179,8 +180,8 @@ def run_phases(ctx: TrialContext, env: Env) -> dict[str, float]:
         return _each_scenario(ctx, phases, live)
     except TrialFailed:
         raise
-    except AutotuneError as e:
-        raise TrialFailed(f"{phases.current}: {e}") from e
+    except AutotuneError as e:  # recorded in the study and shown by status and the report
+        raise TrialFailed(redaction.scrub(f"{phases.current}: {e}")) from e
 
 
 def _each_scenario(ctx: TrialContext, phases: _Phases, live: Live) -> dict[str, float]:

@@ -389,3 +389,29 @@ def test_a_failed_capture_is_recorded_without_credentials(tmp_path: Path) -> Non
     entry = profiles._one(r.exp, backends, r.clock, "baseline", r.exp.baseline_settings(),
                           tmp_path / "captures", 5.0)
     assert SECRET not in entry["failure"] and "ops:***@10.0.0.7" in entry["failure"]
+
+
+def test_a_services_own_words_lose_their_secrets_where_autotune_shows_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Review finding: the command line was masked, but the last lines of a service that failed
+    # to start were printed (and recorded as the trial's failure) as it wrote them: its
+    # database URL, its password=.
+    from autotune.cli import main
+
+    said = ("echo connecting to postgres://app:pSECRET@db/app; echo password=pw2SECRET; "
+            "echo 'Authorization: Bearer tokSECRET'; echo listening on 127.0.0.1; exit 1")
+    code = main(["init", "--command", f"sh -c \"{said}\" -- {{port}}", "--ready-timeout", "20",
+                 "-o", str(tmp_path / "exp.yaml")])
+    err = capsys.readouterr().err
+    assert code == 1 and "exited with 1" in err, err
+    assert "SECRET" not in err, err
+    assert "postgres://app:***@db/app" in err and "password=***" in err
+    assert "listening on 127.0.0.1" in err, "the rest of what it said is kept"
+
+
+def test_output_masks_inline_secrets_that_scrub_keeps() -> None:
+    text = "db: postgres://u:p4ss@h/d\ntoken: abcd1234 rest\nkey=v1 GOGC=100\nplain line"
+    shown = redaction.output(text)
+    assert "p4ss" not in shown and "abcd1234" not in shown and "v1" not in shown
+    assert shown.endswith("GOGC=100\nplain line")
+    assert "token: abcd1234" in redaction.scrub(text), "messages of autotune's own keep keys"

@@ -198,7 +198,9 @@ class Process:
         if self.log_path is None or not self.log_path.exists():
             return ""
         text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
+        # Shown in errors, recorded as a trial's failure: a service that prints its database
+        # URL or a password= at start must not put it there.
+        return redaction.output("\n".join(text[-lines:]))
 
     def stop(self, grace: float = 5.0, clock: Clock | None = None) -> None:
         stop_all([self], grace, clock)
