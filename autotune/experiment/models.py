@@ -11,6 +11,8 @@ reader (and ``autotune schema``) sees every field and its description together.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -178,6 +180,29 @@ class Baseline(Model):
     )
 
 
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+"""A namespace's or a container's name (apimachinery's IsDNS1123Label, used by the API server's
+ValidateNamespaceName and ValidateContainers): checked here so that a name the API server would
+refuse (or ``../..``, which would name a file outside results/) never gets that far."""
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A Deployment's name (IsDNS1123Subdomain, at most 253 characters)."""
+
+
+LOAD_URL_PATTERN = r"^http://[^/@\s]+(/\S*)?$"
+
+
+def _unquoted(pattern: str, rule: str) -> Callable[[object], object]:
+    """A ``pattern`` check whose error states ``rule`` and not the value: pydantic's own quotes
+    the value, and these may hold a password or a token (a load URL, a path's query)."""
+    compiled = re.compile(pattern)
+
+    def check(value: object) -> object:
+        if isinstance(value, str) and compiled.search(value) is None:
+            raise ValueError(f"{rule} (the value is not shown: it may hold a secret)")
+        return value
+    return check
+
+
 class LoadSpec(Model):
     """Open-loop HTTP load sent to a local target (127.0.0.1 only)."""
 
@@ -189,8 +214,9 @@ class LoadSpec(Model):
     auto_fraction: Number = Field(
         default=0.5, gt=0, le=0.95, description="with rate: auto, the share of measured capacity"
     )
-    path: str = Field(default="/", pattern=r"^/",
-                      description="the path (and query) every request asks for on the service")
+    path: Annotated[str, BeforeValidator(_unquoted(r"^/", "must start with /")),
+                    WithJsonSchema({"type": "string", "pattern": "^/"})] = Field(
+        default="/", description="the path (and query) every request asks for on the service")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(
         default="GET", description="the HTTP method of every request")
     body: str = Field(
@@ -287,10 +313,13 @@ class ClusterLoad(Model):
     (``loadgen_request_duration_seconds``, selected by ``{{load_selector}}``) can be the
     objective."""
 
-    url: str = Field(pattern=r"^http://[^/@\s]+(/\S*)?$",
-                     description="the URL every request asks for, usually the Service in front "
-                                 "of the Deployment, e.g. http://api.shop.svc:8080/ (plain http, "
-                                 "no user or password)")
+    url: Annotated[str, BeforeValidator(_unquoted(
+            LOAD_URL_PATTERN, "must be a plain http:// URL without a user or password and "
+                              "without spaces, e.g. http://api.shop.svc:8080/")),
+                   WithJsonSchema({"type": "string", "pattern": LOAD_URL_PATTERN})] = Field(
+        description="the URL every request asks for, usually the Service in front of the "
+                    "Deployment, e.g. http://api.shop.svc:8080/ (plain http, no user or "
+                    "password)")
     rate: Number = Field(gt=0, le=1e6, description="requests per second, open loop: sent on "
                                                    "schedule whether or not answers come back")
     connections: Count = Field(default=64, ge=1, le=10000,
@@ -319,10 +348,12 @@ class PoolMember(Model):
     """One more copy of the tuned Deployment that measures trials of the same study."""
 
     namespace: str = Field(
+        pattern=DNS_LABEL, max_length=63,
         description="the copy's namespace (each member needs its own: the StressChaos "
                     "objects, the run's Lease and the load generator live there)")
     deployment: str | None = Field(
-        default=None, description="the copy's Deployment (default: target.kubernetes."
+        default=None, pattern=DNS_SUBDOMAIN, max_length=253,
+        description="the copy's Deployment (default: target.kubernetes."
                                   "deployment); its container has the target's container name")
 
 
@@ -330,10 +361,13 @@ class KubernetesTarget(Model):
     """Patch the env of one container of one Deployment and wait for the rollout."""
 
     namespace: str = Field(
+        pattern=DNS_LABEL, max_length=63,
         description="the Deployment's namespace; the StressChaos objects, the run's Lease and "
                     "the load generator's pods are created there too")
-    deployment: str = Field(description="the name of the Deployment to tune")
+    deployment: str = Field(pattern=DNS_SUBDOMAIN, max_length=253,
+                            description="the name of the Deployment to tune")
     container: str = Field(
+        pattern=DNS_LABEL, max_length=63,
         description="the container whose env gets the candidate's variables; the stress runs "
                     "in it")
     context: str | None = Field(

@@ -402,3 +402,17 @@ def test_init_calls_a_bad_deployment_flag_a_bad_command_line(
     assert main(["init", *argv]) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("namespace", "../../etc"), ("namespace", "Shop"), ("deployment", "API Server/x"),
+    ("deployment", "api/../../x"), ("container", "Api_1"), ("namespace", "a" * 64)])
+def test_kubernetes_names_the_api_server_would_refuse_are_refused_here(field: str,
+                                                                      value: str) -> None:
+    """Review finding: any text validated; the namespace and Deployment also name the saved
+    original's file (results/<name>/original-env.<namespace>.<deployment>.json), so ``../..``
+    pointed it outside the results directory."""
+    doc = yaml.safe_load(Path("experiments/api.yaml").read_text())
+    doc["target"]["kubernetes"][field] = value
+    assert any(p.startswith(f"target.kubernetes.{field}:") for p in _problems(doc)), \
+        _problems(doc)

@@ -134,6 +134,7 @@ def _links() -> list[tuple[str, str]]:
     for doc in GUIDES:
         # links in prose, not in code blocks
         text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", doc.read_text(), flags=re.S | re.M)
+        text = re.sub(r"`[^`\n]*`", "", text)  # code spans: a pattern's [a-z](...) is no link
         for m in _LINK.finditer(text):
             target = m.group(1) or m.group(2)
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
@@ -179,6 +180,7 @@ def _anchored_links() -> list[tuple[str, Path, str]]:
     out = []
     for doc in GUIDES:
         text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", doc.read_text(), flags=re.S | re.M)
+        text = re.sub(r"`[^`\n]*`", "", text)  # code spans: a pattern's [a-z](...) is no link
         for m in _LINK.finditer(text):
             target = m.group(1) or m.group(2)
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:

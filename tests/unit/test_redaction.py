@@ -332,6 +332,7 @@ def test_scrub_finds_a_secret_quoted_with_its_escapes() -> None:
     {"command": "svc --db postgres://u:CANARYpw@db/x"},
     {"env": {"DB_PASSWORD": 12345678}},
     {"load": {"rate": 10, "headers": {"Authorization": ["Bearer", "CANARYpw"]}}},
+    {"load": {"rate": 10, "path": "api?api_key=CANARYpw"}},  # review finding
 ])
 def test_a_rejected_secret_field_is_not_quoted(change: dict[str, Any]) -> None:
     """Review finding: pydantic's type errors quoted the value (a DSN in the command, a header
@@ -415,3 +416,18 @@ def test_output_masks_inline_secrets_that_scrub_keeps() -> None:
     assert "p4ss" not in shown and "abcd1234" not in shown and "v1" not in shown
     assert shown.endswith("GOGC=100\nplain line")
     assert "token: abcd1234" in redaction.scrub(text), "messages of autotune's own keep keys"
+
+
+
+@pytest.mark.parametrize("url", ["http://u:CANARYpw@api.shop.svc:8080/",
+                                 "https://api.shop.svc/?token=CANARYpw"])
+def test_a_rejected_cluster_load_url_is_not_quoted(url: str) -> None:
+    # Review finding: the load generator's URL was quoted by its pattern's error.
+    doc = yaml.safe_load((ROOT / "experiments" / "api.yaml").read_text())
+    doc["target"]["kubernetes"]["load"] = {"url": url, "rate": 10, "image": "loadgen:1"}
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    message = "\n".join(e.value.problems)
+    assert "CANARYpw" not in message, message
+    assert "target.kubernetes.load.url: must be a plain http:// URL without a user or " \
+        "password" in message, message
