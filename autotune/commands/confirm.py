@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from autotune.commands import session
-from autotune.errors import ExitCode
+from autotune.errors import ExitCode, StudyError
 from autotune.progress import RichProgress
 from autotune.study import storage as st
 from autotune.study.confirmation.run import confirm
@@ -17,6 +17,10 @@ from autotune.study.loop import Progress
 def main(args: argparse.Namespace) -> int:
     exp, digest = session.load(args.file)
     studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    moved = st.baseline_moved(exp, studies.reference.get_trials(deepcopy=False))
+    if moved is not None:  # its runs would be pooled with the old baseline's
+        raise StudyError([f"study {studies.search.study_name!r}: {moved}; `autotune run` "
+                          "starts a study for the new baseline (warm-started from this one)"])
     progress: Progress | None = None
     try:
         runner, progress = session.runner(exp, digest, args.plain, args.context)

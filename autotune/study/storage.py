@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,9 +37,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from autotune import __version__, pids, redaction
 from autotune.errors import StorageError, StudyError
 from autotune.experiment.models import Experiment
+from autotune.study.kinds import TrialKind
 from autotune.study.objective import directions
 from autotune.study.optuna_private import RDB_PRIVATE_ENTRY_POINTS, study_id, trial_id
-from autotune.study.space import describe_space
+from autotune.study.space import describe_space, settings_key
 
 if TYPE_CHECKING:
     # What BaseStorage.get_all_studies returns; Optuna does not export the name.
@@ -205,6 +206,22 @@ def fingerprint(exp: Experiment) -> dict[str, Any]:
     }
 
 
+def baseline_moved(exp: Experiment, reference: Sequence[FrozenTrial]) -> str | None:
+    """How the study's baseline differs from the experiment's ``baseline.params`` (after an
+    ADOPT, docs/nightly.md has the user put the adopted settings there), or None. Not in the
+    fingerprint, yet the study's baseline repeats were measured with the old settings: pooled
+    with the new baseline's runs they would mix two production settings into one "baseline"
+    (a candidate as good as the new one called better, the gain overstated)."""
+    now = settings_key(exp.baseline_settings())
+    before = sorted({settings_key(t.user_attrs.get("settings") or {})
+                     for t in reference
+                     if t.user_attrs.get("kind") == TrialKind.BASELINE} - {now})
+    if not before:
+        return None
+    return (f"baseline changed from {', '.join(before)} to {now} (baseline.params): the "
+            "study's baseline runs measured the old one")
+
+
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     changes = []
     if old.get("directions") != new["directions"] or old.get("objective") != new["objective"]:
@@ -226,13 +243,14 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def open_for_run(
     exp: Experiment, url: str, *, new_study: bool = False,
-    diverged: Callable[[optuna.Study], str | None] | None = None,
+    diverged: Callable[[optuna.Study, str | None], str | None] | None = None,
 ) -> Studies:
     """The studies this run continues, or new ones.
 
-    ``diverged(current)`` decides whether the current study (same experiment) is continued:
-    None continues it; a suffix starts ``<name>@<suffix>`` instead (the current one is kept and
-    returned as ``previous``).
+    ``diverged(current, baseline)`` decides whether the current study (same experiment) is
+    continued: None continues it; a suffix starts ``<name>@<suffix>`` instead (the current one
+    is kept and returned as ``previous``). ``baseline``: how its baseline differs from the
+    experiment's (``baseline_moved``), or None; without ``diverged`` such a study is refused.
     """
     storage = open_storage(url, exp.study.heartbeat)
     current = _current(storage, exp.name)
@@ -251,6 +269,9 @@ def open_for_run(
             loaded.set_user_attr("autotune_version", __version__)
             recorded = fp
         changes = _differences(recorded or {}, fp)
+        moved = baseline_moved(exp, _reference_trials(storage, loaded))
+        if moved is not None and diverged is None:
+            changes.append(moved)
         if changes:
             raise StudyError(
                 [f"the study {current.study_name!r} in {redact(url)} was started with a "
@@ -258,7 +279,7 @@ def open_for_run(
                 + ["run with --new-study to start a new study (the old one is kept), or use "
                    "--storage to put it elsewhere"]
             )
-        suffix = diverged(loaded) if diverged is not None else None
+        suffix = diverged(loaded, moved) if diverged is not None else None
         if suffix is None:
             search = loaded
         else:
@@ -285,6 +306,15 @@ def open_for_run(
     )
     return Studies(search=search, reference=reference, storage=storage, url=url,
                    previous=previous, created=created)
+
+
+def _reference_trials(storage: optuna.storages.BaseStorage,
+                      search: optuna.Study) -> list[FrozenTrial]:
+    try:
+        return optuna.load_study(study_name=search.study_name + REFERENCE_SUFFIX,
+                                 storage=storage).get_trials(deepcopy=False)
+    except KeyError:  # killed before its reference study was made: no baseline measured
+        return []
 
 
 def missing_database(url: str) -> str | None:

@@ -65,6 +65,31 @@ def test_first_night_starts_the_study_and_the_next_one_continues_it(tmp_path: Pa
     assert len(records.nights(second.studies.storage, "sim")) == 2
 
 
+def test_the_adopted_settings_made_the_baseline_start_a_new_study(tmp_path: Path) -> None:
+    # Review finding: after an ADOPT, docs/nightly.md has the user put the adopted settings in
+    # baseline.params. The baseline was not in the study's fingerprint: the next night
+    # continued the study, measured no baseline repeats (3 were there, of the old production)
+    # and pooled them with the new baseline's runs: a candidate exactly as good as the new
+    # production was called better on ~25% of nights, the gain stated against the old one.
+    r1 = rig(tmp_path, _exp(tmp_path))
+    first = _night(r1)
+    assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
+    adopted = first.verdict["candidate"]["settings"]
+    doc = simulated_doc()
+    doc["name"] = "sim"
+    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
+    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    doc["baseline"] = {**doc.get("baseline", {}), "params": adopted}
+    second = _night(rig(tmp_path, parse_experiment(yaml.safe_dump(doc))))
+    o = second.opening
+    assert o.opened == "new environment" and o.previous == "sim", o
+    [change] = o.changes
+    assert change.startswith("baseline changed from ") and "(baseline.params)" in change
+    baselines = [t.user_attrs["settings"] for t in second.studies.reference.get_trials()
+                 if t.user_attrs.get("kind") == "baseline"]
+    assert baselines and all(b == adopted for b in baselines), "the new baseline is measured"
+
+
 def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
         tmp_path: Path) -> None:
     r1 = rig(tmp_path, _exp(tmp_path))

@@ -66,11 +66,16 @@ def open_night(
     env = environment(exp, described)
     changes: list[str] = []
 
-    def diverged(current: optuna.Study) -> str | None:
+    def diverged(current: optuna.Study, baseline: str | None) -> str | None:
+        # A new baseline (the adopted settings put in baseline.params) is a new production
+        # setting: its study starts afresh, warm-started, like a new environment's.
         recorded = current.user_attrs.get(ENVIRONMENT_ATTR)
         if not isinstance(recorded, Mapping) or not isinstance(recorded.get("fields"), Mapping):
-            return None  # predates environment records: continued, and gets one below
-        changes[:] = environment_changes(recorded["fields"], env.fields)
+            # Predates environment records: continued, and gets one below.
+            changes[:] = [baseline] if baseline else []
+        else:
+            changes[:] = [*environment_changes(recorded["fields"], env.fields),
+                          *([baseline] if baseline else [])]
         return env.id if changes else None
 
     studies = st.open_for_run(exp, url, new_study=new_study, diverged=diverged)
