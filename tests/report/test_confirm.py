@@ -283,10 +283,12 @@ def test_the_verdict_level_decides_runs_an_equal_split_left_open() -> None:
 
 
 def test_an_early_look_does_not_stop_on_a_call_the_verdict_would_turn() -> None:
-    # The look after round 4 of 5, at 99%: these 4 runs against 7 are "equivalent" there
-    # (-0.4% .. +3.1%, rank test p = 2.1%); the report would judge the same runs at 96%
-    # (+0.3% .. +2.8%, p within 4%: "better") and ADOPT on a look nobody paid for. The look
-    # leaves the baseline open instead; when both levels agree it stops.
+    # The look after round 4 of 5, at 99%: these 4 runs against 7 are "better" there
+    # (+1.1% .. +5.2%); the report would judge the same runs at 96% (+1.3% .. +4.7%: wholly
+    # below the 5% worth changing for, "not better") and stop on a call it would turn. The
+    # look leaves the baseline open instead; when both levels agree it stops. (Before
+    # "not better" was tested first, the turn went the other way: "equivalent" at 99%,
+    # "better" at 96%; a nested interval can no longer turn that way.)
     levels = look_levels(5, 3)
     baseline = [1.0, 1.01, 1.015, 1.02, 1.025, 1.018, 1.008]
 
@@ -300,8 +302,8 @@ def test_an_early_look_does_not_stop_on_a_call_the_verdict_would_turn() -> None:
         return undecided(candidate, baseline, None, levels=levels, metric="p99",
                          direction="minimize")
 
-    assert calls([0.99, 0.995, 1.012, 0.992]) == ("not better", "better")
-    assert pending([0.99, 0.995, 1.012, 0.992]) == [BASELINE]
+    assert calls([0.988, 0.967, 0.997, 0.98]) == ("better", "not better")
+    assert pending([0.988, 0.967, 0.997, 0.98]) == [BASELINE]
     assert calls([1.0, 1.005, 1.01, 1.008]) == ("not better", "not better")
     assert pending([1.0, 1.005, 1.01, 1.008]) == []
 
@@ -316,10 +318,10 @@ def test_an_early_look_waits_for_the_runner_up_the_report_would_adopt_or_leave_o
         return undecided(best, baseline, runner_up, levels=levels, metric="p99",
                          direction="minimize")
 
-    # The best is equivalent to the baseline at both levels and separated from the runner-up;
-    # the runner-up is "equivalent" at 99% but "better" at 96% (its rank test p = 2.1%): the
-    # report would ADOPT it on a call no look made.
-    assert pending([0.97, 0.975, 1.02, 1.0], [0.99, 0.995, 1.012, 0.992]) == ["runner-up"]
+    # The best is equivalent to the baseline at both levels; the runner-up is "better" at 99%
+    # but not at 96% (+1.3% .. +4.7%: wholly below the 5% worth changing for): the look and the
+    # report would call it differently, so the look does not stop on it.
+    assert pending([0.97, 0.975, 1.02, 1.0], [0.988, 0.967, 0.997, 0.98]) == ["runner-up"]
     # The runner-up's comparison with the baseline is unclear at 96%: stopping would leave the
     # report INCONCLUSIVE with a round unused.
     assert pending([1.0, 1.005, 1.01, 1.008], [0.8, 1.012, 1.013, 1.011]) == ["runner-up"]

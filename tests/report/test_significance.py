@@ -31,6 +31,20 @@ def test_no_difference_is_not_better() -> None:
     assert c.outcome == "not better"
 
 
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_better_by_less_than_the_practical_margin_is_not_adopted(direction: str) -> None:
+    # Review finding: an interval wholly inside (0, 5%) met both the ADOPT condition (above
+    # 0) and the KEEP CURRENT one (rules out 5%); "better" was tested first, so it adopted.
+    candidate, baseline = [0.970, 0.975, 0.980], [1.0, 1.01, 0.995, 1.005, 1.0, 1.002]
+    if direction == "maximize":
+        candidate, baseline = [2 - v for v in candidate], [2 - v for v in baseline]
+    c = sig.compare(candidate, baseline, metric="m", direction=direction,  # type: ignore[arg-type]
+                    confidence=1 - 0.05 / 3)
+    assert c.low is not None and c.high is not None
+    assert c.low > 0 and c.high < sig.PRACTICAL, (c.low, c.high)
+    assert c.outcome == "not better"
+
 def test_clearly_worse_is_not_better() -> None:
     c = sig.compare([0.030, 0.031, 0.032], BASELINE, metric="p99", direction="minimize")
     assert c.high is not None and c.high < 0
