@@ -137,7 +137,7 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
               file=sys.stderr)
     if night.result.members:
         metric = next(iter(exp.goals[0].terms))
-        for baseline in member_baselines(baseline_runs(night.studies.reference)):
+        for baseline in member_baselines(baseline_runs(night.studies.reference), exp.member):
             print(f"member {baseline.text(metric)}")
     if exp.target.replay is not None:
         print(f"replayed: {study_runner.clock.monotonic() / 60:.1f} min of the recording "

@@ -7,13 +7,18 @@ declared them equivalent, and their baselines agree) and leaves out those of a m
 A member is called different only when every one of its runs lies outside the range of all the
 other members' runs AND its median is more than ``DIFFERS`` from the pool's median: with 1-3 runs
 a member, a looser rule would flag noise.
+
+Where that calls every member different (two members apart: each is as far from the pool's
+median as the other), the runs do not say which one is off. Given the ``reference`` member (the
+target, which also runs the confirmation), the others are called different and the reference is
+kept: without it every run was left out and the verdict had no baseline at all.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,8 @@ DIFFERS = 0.10
 different, on top of not overlapping the other members' runs at all."""
 
 
-def member_baselines(runs: Iterable[tuple[str, float]]) -> list[MemberBaseline]:
+def member_baselines(runs: Iterable[tuple[str, float]],
+                     reference: str | None = None) -> list[MemberBaseline]:
     """Per member, from (member, baseline value) pairs; empty with fewer than two members."""
     by_member: dict[str, list[float]] = {}
     for member, v in runs:
@@ -55,9 +61,12 @@ def member_baselines(runs: Iterable[tuple[str, float]]) -> list[MemberBaseline]:
         median = statistics.median(values)
         far = pool != 0 and abs(median / pool - 1) > DIFFERS
         out.append(MemberBaseline(member, tuple(values), median, pool, differs=apart and far))
+    if reference in by_member and all(b.differs for b in out):
+        out = [replace(b, differs=b.member != reference) for b in out]
     return out
 
 
-def differing(runs: Iterable[tuple[str, float]]) -> frozenset[str]:
+def differing(runs: Iterable[tuple[str, float]],
+              reference: str | None = None) -> frozenset[str]:
     """The members whose baseline DIFFERS: their runs are left out of the verdict."""
-    return frozenset(b.member for b in member_baselines(runs) if b.differs)
+    return frozenset(b.member for b in member_baselines(runs, reference) if b.differs)

@@ -101,9 +101,13 @@ def _pool(report: Report, metric: str) -> list[Block]:
     members = sorted({t.member for t in report.trials if t.member})
     if len(members) < 2:
         return []
+    # The target (the pool's first member, which runs the confirmation), as the verdict has it.
+    d = report.deployment
+    reference = f"{d.namespace}/{d.name}" if d is not None else None
     baselines = {b.member: b for b in member_baselines(
-        (t.member, t.values[0]) for t in report.trials
-        if t.member and t.kind == "baseline" and t.state == "COMPLETE" and t.values)}
+        ((t.member, t.values[0]) for t in report.trials
+         if t.member and t.kind == "baseline" and t.state == "COMPLETE" and t.values),
+        reference)}
     rows = []
     for m in members:
         mine = [t for t in report.trials if t.member == m]

@@ -331,8 +331,9 @@ def _evidence(
     done = [r for r in rows if r.state == "COMPLETE" and r.values]
     # A pool's verdict leaves out the runs of a member whose baseline differs
     # (autotune.study.confirmation.standing.comparable).
-    left_out = differing((r.member, r.values[0]) for r in done
-                         if r.member and r.kind == TrialKind.BASELINE and r.values)
+    left_out = differing(((r.member, r.values[0]) for r in done
+                          if r.member and r.kind == TrialKind.BASELINE and r.values),
+                         reference=exp.member)
     done = [r for r in done if r.member not in left_out]
     repeats = [r for r in done if r.kind == TrialKind.BASELINE]
     # The baseline's runs of extension rounds count in their candidate's comparison alone

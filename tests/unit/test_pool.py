@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from autotune import cli
 from autotune.clock import FakeClock, SystemClock
 from autotune.errors import ExitCode, ExperimentError, StudyError, TargetError
-from autotune.evidence.members import member_baselines
+from autotune.evidence.members import differing, member_baselines
 from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Live
 from autotune.platforms import simulated
@@ -241,6 +241,18 @@ def test_a_member_is_called_different_only_when_apart_and_far() -> None:
         [("a", 3.0), ("a", 5.0), ("b", 3.1), ("c", 4.5), ("c", 4.6)]))
     assert member_baselines([("a", 1.0), ("a", 2.0)]) == []  # one member: nothing to compare
 
+
+
+def test_two_members_apart_leave_out_the_one_that_is_not_the_target() -> None:
+    # Review finding: with two members the pool's median is their midpoint, so both were
+    # "apart and far" and both left out: every baseline run was dropped, and the report said
+    # the baseline was never measured (INCONCLUSIVE).
+    runs = [("a", 10.0), ("a", 10.2), ("a", 9.9), ("b", 13.0), ("b", 12.8), ("b", 13.1)]
+    assert differing(runs, reference="a") == {"b"}
+    assert differing(runs, reference="b") == {"a"}
+    assert differing(runs) == {"a", "b"}, "without the target, neither can be kept"
+    # a third member that agrees with one of them settles it without a reference
+    assert differing([*runs, ("c", 10.1), ("c", 10.0)]) == {"b"}
 
 def test_the_report_names_the_member_of_every_trial_and_compares_their_baselines(
         tmp_path: Path) -> None:

@@ -42,10 +42,15 @@ MIN_RUNS = 3
 def comparable(trials: Iterable[FrozenTrial]) -> Callable[[FrozenTrial], bool]:
     """Whether a trial's measurement may join the verdict: in a pool (``autotune.study.pool``),
     not one measured by a member whose baseline DIFFERS (``autotune.evidence.members``)."""
+    trials = list(trials)
     runs = [(str(t.user_attrs["member"]), float(t.values[0])) for t in trials
             if t.user_attrs.get("member") and t.user_attrs.get("kind") == TrialKind.BASELINE
             and t.values]
-    left_out = differing(runs)
+    # The member that runs the confirmation is the pool's target (``members``: the reference).
+    reference = next((str(t.user_attrs["member"]) for t in trials
+                      if t.user_attrs.get("kind") == TrialKind.CONFIRM
+                      and t.user_attrs.get("member")), None)
+    left_out = differing(runs, reference)
     return lambda t: t.user_attrs.get("member") not in left_out
 
 
