@@ -5,7 +5,8 @@ from __future__ import annotations
 from autotune.errors import AutotuneError
 from autotune.experiment.models import Experiment
 from autotune.platforms.kubernetes import stack as cluster
-from autotune.platforms.local.doctor import local_checks, memory_fits
+from autotune.platforms.local.doctor import command_runs, local_checks, memory_fits
+from autotune.platforms.replay import ReplayGrid
 from autotune.readiness import Check
 
 
@@ -22,11 +23,22 @@ def cluster_checks(exp: Experiment, context: str | None = None) -> list[Check]:
 def run(exp: Experiment | None, context: str | None = None) -> list[Check]:
     if exp is not None and exp.target.kubernetes is not None:
         return cluster_checks(exp, context)
-    if exp is not None and exp.target.kind in ("simulated", "replay"):
-        return [Check(f"{exp.target.kind} target", True,
-                      "needs nothing beyond autotune itself")]
+    if exp is not None and exp.target.replay is not None:
+        return [_replay_grid(exp.target.replay.grid)]
+    if exp is not None and exp.target.kind == "simulated":
+        return [Check("simulated target", True, "needs nothing beyond autotune itself")]
     checks = local_checks()
-    if exp is not None and exp.prometheus.url is not None:
+    if exp is None:
+        return checks
+    if exp.prometheus.url is not None:
         checks = [c for c in checks if c.name != "prometheus"]
-    memory = memory_fits(exp) if exp is not None else None
-    return checks + ([memory] if memory is not None else [])
+    return checks + [c for c in (memory_fits(exp), command_runs(exp)) if c is not None]
+
+
+def _replay_grid(grid: str) -> Check:
+    """The recorded grid loads (review finding: doctor said ok, the run then failed on it)."""
+    try:
+        loaded = ReplayGrid.load(grid)
+    except AutotuneError as e:
+        return Check("replay target", False, str(e), "give target.replay.grid a recorded grid")
+    return Check("replay target", True, f"{grid}: {len(loaded.rows)} configurations recorded")

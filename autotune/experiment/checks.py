@@ -6,7 +6,11 @@ Its size (~415 lines) is one rule per function, each with the platform fact it r
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+import sqlalchemy as sa
+
+from autotune import redaction
 from autotune.experiment.expressions import parse_constraint, split_scenario
 from autotune.experiment.models import (
     MAX_ENUMERATED,
@@ -113,16 +117,32 @@ def check(exp: Experiment) -> list[str]:
 _HTTP_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-def _check_prometheus(exp: Experiment) -> list[str]:
-    """Headers that requests would refuse at the first query (the value is not repeated: it
-    may be a credential)."""
+def _check_headers(field: str, headers: Mapping[str, str]) -> list[str]:
+    """Headers that requests (or the load generator) would refuse at the first request (the
+    value is not repeated: it may be a credential)."""
     problems = []
-    for name, value in exp.prometheus.headers.items():
+    for name, value in headers.items():
         if not _HTTP_TOKEN.match(name):
-            problems.append(f"prometheus.headers: {name!r} is not a valid HTTP header name")
+            problems.append(f"{field}: {name!r} is not a valid HTTP header name")
         elif value != value.strip() or not value.isprintable():
-            problems.append(f"prometheus.headers.{name}: the value has a line break, a control "
+            problems.append(f"{field}.{name}: the value has a line break, a control "
                             "character or leading/trailing whitespace")
+    return problems
+
+
+def _check_prometheus(exp: Experiment) -> list[str]:
+    problems = _check_headers("prometheus.headers", exp.prometheus.headers)
+    config = exp.prometheus
+    if config.url is not None and redaction.split_userinfo(config.url)[1] is not None and (
+            config.token_env or config.token_file
+            or any(k.lower() == "authorization" for k in config.headers)):
+        # What the first query would refuse (metrics.prometheus: each sets Authorization).
+        problems.append("prometheus.url has a user and password (HTTP basic auth), and "
+                        "prometheus.token_env, token_file or an Authorization header is set "
+                        "too: each sets the Authorization header; keep one")
+    local = exp.target.local
+    if local is not None and local.load is not None:
+        problems += _check_headers("target.local.load.headers", local.load.headers)
     return problems
 
 
@@ -458,6 +478,14 @@ def _check_measure(exp: Experiment) -> list[str]:
 
 def _check_study(exp: Experiment) -> list[str]:
     problems = []
+    if exp.study.storage is not None:
+        try:
+            sa.engine.make_url(exp.study.storage)
+        except (sa.exc.ArgumentError, ValueError):
+            # Not the value, nor the parser's words (they may quote it): it may hold a password.
+            problems.append("study.storage: not a database URL (dialect+driver://user:password@"
+                            "host:port/database, the port a number; the value is not shown: it "
+                            "may hold a password)")
     points = exp.study.design.points
     if isinstance(points, int) and points < 0:
         problems.append("study.design.points: must be >= 0")

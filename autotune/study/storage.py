@@ -323,7 +323,7 @@ def missing_database(url: str) -> str | None:
     looking for a study that was never there)."""
     try:
         parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         return None  # not a URL at all: opening it says so (``open_storage``)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None

@@ -416,3 +416,28 @@ def test_kubernetes_names_the_api_server_would_refuse_are_refused_here(field: st
     doc["target"]["kubernetes"][field] = value
     assert any(p.startswith(f"target.kubernetes.{field}:") for p in _problems(doc)), \
         _problems(doc)
+
+
+def test_what_run_would_refuse_is_refused_by_validate() -> None:
+    """Review finding: these validated ("valid", exit 0) and failed only once the run had
+    started: a storage URL whose port is not a number (then a traceback, exit 3), load
+    headers the generator refuses, and a Prometheus URL with a password next to a token."""
+    doc = copy.deepcopy(BASE)
+    doc["study"]["storage"] = "postgresql://u:CANARYpw@db:bad/autotune"
+    problems = _problems(doc)
+    assert any(p.startswith("study.storage: not a database URL") for p in problems), problems
+    assert not any("CANARYpw" in p for p in problems)
+
+    local = yaml.safe_load(Path("experiments/local.yaml").read_text())
+    local["target"]["local"]["load"]["headers"] = {"Bad Name": "v", "X-A": "a\nb"}
+    problems = _problems(local)
+    assert "target.local.load.headers: 'Bad Name' is not a valid HTTP header name" in problems
+    assert any(p.startswith("target.local.load.headers.X-A: the value has a line break")
+               for p in problems), problems
+
+    api = yaml.safe_load(Path("experiments/api.yaml").read_text())
+    api["prometheus"]["url"] = "https://u:CANARYpw@prom.example:9090"
+    api["prometheus"]["headers"] = {"Authorization": "Bearer x"}
+    problems = _problems(api)
+    assert any(p.startswith("prometheus.url has a user and password") for p in problems)
+    assert not any("CANARYpw" in p for p in problems)

@@ -36,9 +36,11 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from autotune import redaction
 from autotune.clock import Clock
 from autotune.deadline import Watchdog, read_body, watch_pools
 from autotune.errors import PrerequisiteError
@@ -508,7 +510,8 @@ def configuration(*, context: str | None = None,
     existing = [p for p in paths if p.is_file()]
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     if kubeconfig and not existing:
-        raise PrerequisiteError(f"target.kubernetes.kubeconfig: {kubeconfig} does not exist")
+        raise PrerequisiteError(f"the kubeconfig {kubeconfig} (target.kubernetes.kubeconfig, or "
+                                "--kubeconfig) does not exist")
     if context and not existing:
         raise PrerequisiteError(f"cannot use the context {context!r}: no kubeconfig at "
                                 f"{', '.join(map(str, paths))}")
@@ -526,12 +529,15 @@ def configuration(*, context: str | None = None,
                 "(KUBERNETES_SERVICE_HOST is unset). Set target.kubernetes.kubeconfig or "
                 "KUBECONFIG, or run autotune in the cluster with a service account "
                 "(see deploy/).")
-    except config.ConfigException as e:
+    except (config.ConfigException, yaml.YAMLError, TypeError, AttributeError,
+            ValueError) as e:
+        # Not only ConfigException: a kubeconfig that is not YAML, or not a mapping, reaches
+        # the loader's own parsing (yaml's errors, a TypeError): the user's file, not a bug.
         if not existing:
             raise PrerequisiteError(f"cannot use the in-cluster service account: {e}") from e
         where = f" (context {context!r})" if context else ""
         raise PrerequisiteError(f"cannot use the kubeconfig {', '.join(map(str, existing))}"
-                                f"{where}: {e}") from e
+                                f"{where}: {redaction.scrub(str(e))}") from e
     # Our own loop retries (with the clock, bounded); urllib3 must not retry underneath it.
     cfg.retries = False
     return cfg

@@ -104,6 +104,31 @@ def memory_fits(exp: Experiment, meminfo: Path = Path("/proc/meminfo")) -> Check
         for field, size in too_big), "give a smaller size")
 
 
+def command_runs(exp: Experiment) -> Check | None:
+    """``target.local.command``'s program and ``cwd`` exist: without this the run started and
+    failed every trial starting the service. As the kernel runs it: a program with a ``/`` is
+    a path from ``cwd``, one without is looked up on PATH."""
+    local = exp.target.local
+    if local is None or local.command is None:
+        return None
+    cwd = Path(local.cwd) if local.cwd else Path.cwd()
+    if not cwd.is_dir():
+        return Check("service command", False, f"target.local.cwd: {local.cwd} is not a "
+                     "directory")
+    program = local.command[0]
+    if "/" in program:
+        path = cwd / program
+        found = path if path.is_file() and os.access(path, os.X_OK) else None
+    else:
+        which = shutil.which(program)
+        found = Path(which) if which else None
+    if found is None:
+        return Check("service command", False, f"target.local.command: {program} is not an "
+                     f"executable file (from {cwd}" + ("" if "/" in program else ", on PATH")
+                     + ")", "build it, or fix target.local.command / cwd")
+    return Check("service command", True, str(found))
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
@@ -116,9 +141,7 @@ def require(exp: Experiment) -> None:
     needed = [_go(), _binary("stress-ng", "AUTOTUNE_STRESS_NG", "stress-ng")]
     if exp.prometheus.url is None:  # else the experiment's own Prometheus is used
         needed.append(_binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus"))
-    memory = memory_fits(exp)
-    if memory is not None:
-        needed.append(memory)
+    needed += [c for c in (memory_fits(exp), command_runs(exp)) if c is not None]
     missing = [c for c in needed if not c.ok]
     if missing:
         raise PrerequisiteError(

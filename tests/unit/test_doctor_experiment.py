@@ -1,7 +1,9 @@
-"""A local memory stress larger than the host can spare is refused before anything starts
-(review finding: nothing limits the service's memory locally, so a stress of `size: 100%`
-only ran the host out of memory, its OOM killer ending stress-ng's workers, and the window was
-not stressed as asked)."""
+"""What `autotune doctor FILE` and the run's start check of an experiment on this machine:
+a local memory stress larger than the host can spare (review finding: nothing limits the
+service's memory locally, so a stress of `size: 100%` only ran the host out of memory, its OOM
+killer ending stress-ng's workers, and the window was not stressed as asked), a command target
+whose program or cwd is not there, and a replay grid that cannot be read (review findings: both
+passed doctor, and the run then failed)."""
 
 from __future__ import annotations
 
@@ -63,3 +65,41 @@ def test_the_run_is_refused_before_anything_starts(monkeypatch: pytest.MonkeyPat
     exp = _experiment({"stress": {"workers": 1, "memory": {"workers": 1, "size": "100%"}}})
     with pytest.raises(PrerequisiteError, match=r"chaos\.stress\.memory\.size 100% is more than"):
         doctor.require(exp)
+
+
+def _command_experiment(command: list[str], cwd: str | None) -> Any:
+    doc = yaml.safe_load(Path("experiments/local.yaml").read_text())
+    local = doc["target"]["local"]
+    local.pop("workload", None)
+    local.update(command=command, **({"cwd": cwd} if cwd else {}))
+    return parse_experiment(yaml.safe_dump(doc))
+
+
+def test_a_command_target_whose_program_or_cwd_is_missing_is_refused(tmp_path: Path) -> None:
+    missing = doctor.command_runs(_command_experiment(["./nonexist-binary", "{port}"],
+                                                      str(tmp_path)))
+    assert missing is not None and not missing.ok
+    assert missing.detail.startswith("target.local.command: ./nonexist-binary is not an "
+                                     "executable file")
+    no_dir = doctor.command_runs(_command_experiment(["sh", "{port}"], "/nonexistent/dir"))
+    assert no_dir is not None and not no_dir.ok
+    assert no_dir.detail == "target.local.cwd: /nonexistent/dir is not a directory"
+    program = tmp_path / "svc"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    for argv in (["./svc", "{port}"], ["sh", "-c", "true", "{port}"]):
+        found = doctor.command_runs(_command_experiment(argv, str(tmp_path)))
+        assert found is not None and found.ok, found
+    with pytest.raises(PrerequisiteError, match="nonexist-binary is not an executable"):
+        doctor.require(_command_experiment(["./nonexist-binary", "{port}"], str(tmp_path)))
+
+
+def test_doctor_reads_the_replay_grid(tmp_path: Path) -> None:
+    from autotune.doctor import run
+
+    doc = yaml.safe_load(Path("experiments/replay.yaml").read_text())
+    [ok] = run(parse_experiment(yaml.safe_dump(doc)))
+    assert ok.ok and "configurations recorded" in ok.detail
+    doc["target"]["replay"]["grid"] = str(tmp_path / "nonexist.csv")
+    [missing] = run(parse_experiment(yaml.safe_dump(doc)))
+    assert not missing.ok and "cannot read the grid" in missing.detail
