@@ -10,6 +10,7 @@ process group, stopped by PID before init returns).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import tempfile
@@ -39,13 +40,21 @@ def main(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:  # before the service is started for nothing
         print(f"{out} exists; give -o another file, or --force to replace it", file=sys.stderr)
         return ExitCode.USAGE
+    if not out.parent.is_dir():  # found before the service is started, not after
+        print(f"autotune init: error: -o {out}: {out.parent} is not a directory",
+              file=sys.stderr)
+        return ExitCode.USAGE
     problem = _usage_problem(args)
     if problem is not None:  # a bad command line: nothing is asked of the cluster
         print(f"autotune init: error: {problem}", file=sys.stderr)
         return ExitCode.USAGE
     service = _deployment(args) if args.deployment else _command(args)
     text = scaffold.draft(service)
-    out.write_text(text)
+    # Replaced as a whole, the link itself where -o names a symlink (--force): never the file
+    # it points to.
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
     print(f"wrote {out}")
     for line in text.splitlines():
         if not line.startswith("# - "):

@@ -441,3 +441,16 @@ def test_what_run_would_refuse_is_refused_by_validate() -> None:
     problems = _problems(api)
     assert any(p.startswith("prometheus.url has a user and password") for p in problems)
     assert not any("CANARYpw" in p for p in problems)
+
+
+def test_init_refuses_an_output_directory_that_is_not_there_before_starting_anything(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: `init -o /missing/dir/x.yaml` started and probed the service, then
+    failed writing with a traceback (exit 3, "a bug")."""
+    from autotune.cli import main
+
+    started = tmp_path / "started"
+    code = main(["init", "--command", f"touch {started} {{port}}", "-o",
+                 str(tmp_path / "missing" / "x.yaml")])
+    assert code == 2 and "missing is not a directory" in capsys.readouterr().err
+    assert not started.exists(), "the command ran"
