@@ -188,11 +188,13 @@ def write_to(directory: Path, experiment: str, fmt: str, text: str, *,
              overwrite: bool = False) -> tuple[Path, bool]:
     """Write an export into ``directory``; return the path and whether it was (re)written.
     ``NotOurs`` when the file there was not written by autotune, unless ``overwrite``."""
+    if directory.exists() and not directory.is_dir():
+        raise NotOurs(f"--write-to {directory} is a file, not a directory: nothing written")
     path = directory / filename(experiment, fmt)
     try:
         current: str | None = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        current = None
+    except (FileNotFoundError, NotADirectoryError):
+        current = None  # no file there (nor a directory for it: mkdir below says so)
     except (OSError, ValueError):
         current = ""  # unreadable: nobody can tell whose it is
     if current is not None:
@@ -203,8 +205,12 @@ def write_to(directory: Path, experiment: str, fmt: str, text: str, *,
             raise NotOurs(f"{path} was not written by autotune (its first line is not "
                           f"'# {MARKER}...'): not replaced. Remove it, or put that line back, "
                           "or run `autotune export --write-to ... --overwrite`")
-    directory.mkdir(parents=True, exist_ok=True)
-    _durable_replace(path, _marked(text, fmt))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _durable_replace(path, _marked(text, fmt))
+    except OSError as e:  # a directory we may not write, a full disk: the user's to fix
+        raise NotOurs(f"cannot write {path}: {e.strerror or e}; the file there is as it "
+                      "was") from None
     return path, True
 
 

@@ -86,3 +86,16 @@ def test_the_cli_takes_overwrite_with_write_to() -> None:
     args = build_parser().parse_args(["export", "x.yaml", "--format", "env", "--write-to", "d",
                                       "--overwrite"])
     assert args.overwrite is True
+
+
+def test_a_write_to_that_is_a_file_or_unwritable_is_an_error_not_a_bug(tmp_path: Path) -> None:
+    # Review finding: `--write-to FILE` (a regular file) failed with FileExistsError: exit 3.
+    afile = tmp_path / "promote"
+    afile.write_text("mine\n")
+    with pytest.raises(AutotuneError, match="is a file, not a directory") as refused:
+        write_to(afile, "api", "env", ENV)
+    assert refused.value.exit_code == 1 and afile.read_text() == "mine\n"
+    # a directory that cannot be made (a file in its path): the OS's words, exit 1
+    with pytest.raises(AutotuneError, match=r"cannot write .*promote/sub/api\.env") as refused:
+        write_to(afile / "sub", "api", "env", ENV)
+    assert refused.value.exit_code == 1 and afile.read_text() == "mine\n"
