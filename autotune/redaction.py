@@ -26,8 +26,8 @@ from urllib.parse import quote, unquote
 MASK = "***"
 MIN_SCRUBBED = 4
 
-_SECRET_NAME = (r"(?:ssl)?pass(?:word|wd|phrase)?|pwd|secret|token|(?:api|access|private|secret)?"
-                r"[-_]?key|bearer|dsn|credentials?|auth\w*")
+_SECRET_NAME = (r"(?:ssl)?pass(?:word|wd|phrase)?|pwd|pw|secret|token|jwt|cookie|creds|"
+                r"(?:api|access|private|secret)?[-_]?key|bearer|dsn|credentials?|auth\w*")
 _QUERY_SECRET = re.compile(
     rf"(?i)([?&;](?:[\w.-]*[-_.])?(?:{_SECRET_NAME})=)[^&;#\s'\"]*")
 """A query parameter whose name says it holds a secret (libpq takes ``password`` and

@@ -19,6 +19,9 @@ def main(args: argparse.Namespace) -> int:
     if args.file is None and args.namespace is None:
         print("cleanup: give an experiment file, or --namespace", file=sys.stderr)
         return ExitCode.USAGE
+    if args.force and args.namespace is None:  # it would be ignored, silently
+        print("cleanup: --force goes with --namespace", file=sys.stderr)
+        return ExitCode.USAGE
     done: list[str] = []
     failed: list[AutotuneError] = []
     if args.namespace is not None:

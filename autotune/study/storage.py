@@ -88,6 +88,11 @@ def open_storage(url: str, heartbeat: float) -> RDBStorage:
                 cause = getattr(e, "orig", None) or e  # the database's words, not the SQL
                 # Which may quote the URL, or a piece of it (a malformed host, a bad port).
                 why = redaction.scrub(str(cause), redaction.secrets_of(url))
+                if isinstance(cause, ModuleNotFoundError) or "import DB access module" in why:
+                    # A PostgreSQL URL without its driver (Optuna says only "Failed to
+                    # import DB access module").
+                    why += (" (the driver is not installed: pip install 'autotune[postgres]' "
+                            "for postgresql://)")
                 raise StudyError([f"cannot open the study storage {redact(url)}: {why}"]) \
                     from None
             time.sleep(0.5)

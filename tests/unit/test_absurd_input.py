@@ -454,3 +454,13 @@ def test_init_refuses_an_output_directory_that_is_not_there_before_starting_anyt
                  str(tmp_path / "missing" / "x.yaml")])
     assert code == 2 and "missing is not a directory" in capsys.readouterr().err
     assert not started.exists(), "the command ran"
+
+
+def test_cleanup_force_without_a_namespace_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: `cleanup --force FILE` ignored --force silently."""
+    from autotune.cli import main
+
+    assert main(["cleanup", "--force", "experiments/local.yaml"]) == 2
+    assert "--force goes with --namespace" in capsys.readouterr().err
+    assert main(["cleanup"]) == 2

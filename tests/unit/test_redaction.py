@@ -312,8 +312,12 @@ def test_child_env_drops_autotunes_own_variables_and_the_named_ones() -> None:
     (["-H", "Authorization: Bearer t9"], ["-H", "Authorization: ***"]),
     (["--dsn", "user=u password=p9 host=h"], ["--dsn", "***"]),
     (["--conn", "user=u password=p9 host=h"], ["--conn", "user=u password=*** host=h"]),
+    # review finding: flags these names did not cover
+    (["--jwt", "j9", "--pw=p9"], ["--jwt", "***", "--pw=***"]),
+    (["--creds", "c9", "--cookie", "session=s9"], ["--creds", "***", "--cookie", "***"]),
     # words that only contain a secret word are not secret names
     (["--monkey", "3", "--keyfile", "/k"], ["--monkey", "3", "--keyfile", "/k"]),
+    (["--power", "9", "--cookies-dir", "/c"], ["--power", "9", "--cookies-dir", "/c"]),
 ])
 def test_argv_hides_secret_flags_by_word_and_inline_secrets(args: list[str],
                                                              shown: list[str]) -> None:
