@@ -9,11 +9,14 @@ import sys
 from autotune.advice import advise
 from autotune.commands import session
 from autotune.errors import ExitCode
+from autotune.experiment import Experiment
 from autotune.platforms.kubernetes import stack as cluster
 
 
 def main(args: argparse.Namespace) -> int:
     exp, _ = session.load(args.file)
+    if _usage_problem(exp, args):
+        return ExitCode.USAGE
     note = session.check_promql(exp, args.file)  # an invalid query is an invalid experiment
     size = len(exp.pool_members())
     pool = f" in a pool of {size}" if size > 1 else ""
@@ -27,22 +30,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"  note: {note}", file=sys.stderr)
     if not (args.cluster or args.live):
         return ExitCode.OK
-    if exp.target.kubernetes is None and args.cluster:
-        print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
-        return ExitCode.USAGE
-    if exp.target.local is not None and args.live:
-        # The service exists only during a run (and its series with it), whatever Prometheus
-        # scrapes it: nothing to query now.
-        scraper = ("the Prometheus at prometheus.url" if exp.prometheus.url
-                   else "the Prometheus autotune starts for it")
-        print(f"--live: this experiment has a local target: autotune starts its service for "
-              f"each run, and {scraper} has none of its series before that; `autotune doctor` "
-              "checks what a local run needs", file=sys.stderr)
-        return ExitCode.USAGE
-    if exp.target.kubernetes is None and args.live and not exp.prometheus.url:
-        print(f"--live: this experiment has a {exp.target.kind} target and no prometheus.url: "
-              "there is nothing to query", file=sys.stderr)
-        return ExitCode.USAGE
     warnings: list[str] = []
     problems: list[str] = []
     members = exp.pool_members()
@@ -60,3 +47,25 @@ def main(args: argparse.Namespace) -> int:
     checked = " and ".join(x for x, on in (("cluster", args.cluster), ("metrics", args.live)) if on)
     print(f"{checked}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
     return ExitCode.OK if not problems else ExitCode.CONFIG
+
+
+def _usage_problem(exp: Experiment, args: argparse.Namespace) -> bool:
+    """--cluster or --live asked of an experiment they do not apply to: said (on stderr)
+    before the file is called valid, so that no "valid" line precedes exit 2."""
+    if exp.target.kubernetes is None and args.cluster:
+        print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
+        return True
+    if exp.target.local is not None and args.live:
+        # The service exists only during a run (and its series with it), whatever Prometheus
+        # scrapes it: nothing to query now.
+        scraper = ("the Prometheus at prometheus.url" if exp.prometheus.url
+                   else "the Prometheus autotune starts for it")
+        print(f"--live: this experiment has a local target: autotune starts its service for "
+              f"each run, and {scraper} has none of its series before that; `autotune doctor` "
+              "checks what a local run needs", file=sys.stderr)
+        return True
+    if exp.target.kubernetes is None and args.live and not exp.prometheus.url:
+        print(f"--live: this experiment has a {exp.target.kind} target and no prometheus.url: "
+              "there is nothing to query", file=sys.stderr)
+        return True
+    return False

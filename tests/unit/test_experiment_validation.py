@@ -317,6 +317,11 @@ def test_validate_live_on_a_local_target_says_why_and_is_a_usage_error(
     for name in ("simulated", "replay"):
         assert main(["validate", str(root / "experiments" / f"{name}.yaml"), "--live"]) == 2
         assert f"--live: this experiment has a {name} target" in capsys.readouterr().err
+    # Review finding: "FILE: valid" was printed on stdout before the usage error (exit 2).
+    assert main(["validate", str(root / "experiments" / "simulated.yaml"), "--cluster"]) == 2
+    out = capsys.readouterr()
+    assert "--cluster: this experiment has no kubernetes target" in out.err
+    assert "valid" not in out.out
 
 
 def test_a_trial_that_starts_a_load_generator_pod_is_given_its_start_up_time() -> None:
