@@ -31,8 +31,15 @@ def test_missing_kubeconfig_is_a_clear_error(tmp_path: Path,
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
     with pytest.raises(PrerequisiteError, match=r"no Kubernetes credentials.*KUBECONFIG"):
         configuration()
-    with pytest.raises(PrerequisiteError, match=r"kubeconfig: .*missing.yaml does not exist"):
+    with pytest.raises(PrerequisiteError, match=r"the kubeconfig .*missing.yaml \(target.kubernetes"
+                                                r".kubeconfig, or --kubeconfig\) does not exist"):
         configuration(kubeconfig=str(tmp_path / "missing.yaml"))
+    # Review finding: a kubeconfig that is not YAML, or not a mapping, was a traceback (exit 3).
+    for name, text in (("broken.yaml", "apiVersion: v1\nclusters: [\n"),
+                       ("list.yaml", "- a\n- b\n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PrerequisiteError, match=rf"cannot use the kubeconfig .*{name}: "):
+            configuration(kubeconfig=str(tmp_path / name))
 
 
 def test_context_override_and_unknown_context(world: World) -> None:
