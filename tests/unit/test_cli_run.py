@@ -103,14 +103,20 @@ def test_signal_mid_window_exits_130_keeps_trials_and_resumes(workdir: Path,
     assert World(workdir / "world.json").load()["active"] == {}
 
 
-def test_sigkill_then_rerun_fails_the_orphan_retries_it_and_cleans_up(workdir: Path) -> None:
+def _killed_while_stressing(workdir: Path, completed: int) -> World:
+    """A run SIGKILLed with a trial's stress injected, after ``completed`` trials."""
     world = World(workdir / "world.json")
     p = _start(workdir)
-    _wait_for_completed(workdir, 2, p)
+    _wait_for_completed(workdir, completed, p)
     _wait_for_injection(world, p)
     os.killpg(p.pid, signal.SIGKILL)
     p.communicate(timeout=10)
     assert world.load()["active"], "the kill left the injection (that is the point)"
+    return world
+
+
+def test_sigkill_then_rerun_fails_the_orphan_retries_it_and_cleans_up(workdir: Path) -> None:
+    world = _killed_while_stressing(workdir, 2)
     done_before = _completed_numbers(workdir)
 
     p2 = _start(workdir)
@@ -175,13 +181,7 @@ def test_confirm_after_a_killed_run_removes_what_it_left_first(workdir: Path) ->
     # Review finding: `autotune confirm` did no start-up cleanup (`run` does): it measured with
     # the killed run's stress still injected, and on a cluster adopted the dead run's saved
     # original as its own (restoring it into the wrong container when that run tuned another).
-    world = World(workdir / "world.json")
-    p = _start(workdir)
-    _wait_for_completed(workdir, 3, p)
-    _wait_for_injection(world, p)
-    os.killpg(p.pid, signal.SIGKILL)
-    p.communicate(timeout=10)
-    assert world.load()["active"], "the kill left the injection (that is the point)"
+    world = _killed_while_stressing(workdir, 3)
     confirm = subprocess.run(
         [sys.executable, "-m", "autotune.cli", "confirm", "exp.yaml", "--plain", "--top", "1",
          "--repeats", "1"],
