@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autotune.errors import TargetError
 from autotune.platforms.kubernetes import stack
 from autotune.platforms.kubernetes.envpatch import Original, env_names, env_patch, restore_patch
 from autotune.platforms.kubernetes.objects import DEPLOYMENTS
@@ -140,3 +141,36 @@ def test_apply_then_restore_gives_back_the_env_list_byte_for_byte(
     current = env_names(patched["spec"]["template"]["spec"]["containers"][0])
     restored = kube.patch(DEPLOYMENTS, world.namespace, "prop", restore_patch(saved, current))
     assert (restored["spec"]["template"]["spec"]["containers"][0].get("env") or []) == stored
+
+
+def test_a_change_another_writer_made_during_the_run_is_what_the_restore_keeps(
+        world: World) -> None:
+    # Review finding: a `kubectl apply` at 2 a.m. set GOMAXPROCS from 8 to 2 (production's new
+    # value); the next trial overwrote it and the restore then wrote back the 8 saved before
+    # the run, silently undoing their change.
+    original = [{"name": "GOMAXPROCS", "value": "8"}, {"name": "LOG_LEVEL", "value": "info"}]
+    _with_env(world, original)
+    target = world.target()
+    target.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"})
+    theirs = [{"name": "GOMAXPROCS", "value": "2"}, {"name": "LOG_LEVEL", "value": "debug"}]
+    world.set_env(theirs)  # their apply replaces the whole env: our candidate is gone too
+    target.apply({"GOMAXPROCS": "1", "FORCEGC_INTERVAL_MS": None})
+    target.restore()
+    assert world.template_env() == theirs, "their GOMAXPROCS=2 stays, FORCEGC stays unset"
+    assert world.annotations() == {}
+
+
+def test_a_tuned_variable_listed_twice_is_refused_before_anything_changes(
+        world: World) -> None:
+    # Review finding: [GOMAXPROCS=4, X, GOMAXPROCS=8]: a candidate's patch changed the first
+    # entry, the kubelet used the last (every candidate failed its env check), and the
+    # restore wrote one entry over the other, so the template never came back.
+    env = [{"name": "GOMAXPROCS", "value": "4"}, {"name": "LOG_LEVEL", "value": "info"},
+           {"name": "GOMAXPROCS", "value": "8"}]
+    _with_env(world, env)
+    target = world.target()
+    assert "lists GOMAXPROCS more than once" in (target.usable() or "")
+    with pytest.raises(TargetError, match="lists GOMAXPROCS more than once in its env"):
+        target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": None})
+    target.restore()
+    assert world.template_env() == env and world.annotations() == {}

@@ -43,6 +43,7 @@ from autotune.platforms.kubernetes.envpatch import (
     annotation_patch,
     any_of,
     container_status,
+    duplicated,
     entry_value,
     env_entries,
     env_names,
@@ -138,6 +139,8 @@ class KubernetesTarget:
         """Learnt elsewhere (the Go version the pods report to Prometheus), for describe()."""
         self._original: Original | None = None
         self._left: Original | None = None
+        self._written: Env | None = None
+        """The tuned variables as the last candidate set them (to tell another writer's change)."""
         """The original of a phase that ended by leaving a candidate on the Deployment
         (``on_finish: leave`` or ``best``). ``autotune run`` and the nightly job measure again
         on the same target after the search (the confirmation, the drift check): their first
@@ -232,16 +235,18 @@ class KubernetesTarget:
         with reraise_as(TargetError):
             self._hold()
             dep = self._deployment()
-            find_container(dep, self.spec.container)
-            usable_problem = unusable_reason(dep)
+            usable_problem = (unusable_reason(dep) or duplicated(
+                find_container(dep, self.spec.container), self.variables))
             if usable_problem is not None:
                 raise TargetProblem(f"{self.where} {usable_problem}")
             self._save_original(dep)
+            self._adopt_outside_changes(dep)
             if self.load is not None:
                 self.load.stop()  # the rollout is not measured: no load on it
             full = self._godebug(env, measured)
             patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                       env_patch(self.spec.container, full))
+            self._written = dict(full)
             try:
                 new, pods = self._await_rollout(patched, self.spec.rollout_timeout)
             except TargetError as e:
@@ -348,6 +353,8 @@ class KubernetesTarget:
         if self._original is None:
             self._release()
             return
+        with reraise_as(TargetError):
+            self._adopt_outside_changes(self._deployment())
         original = self._original
         if best is not None and self.spec.on_finish == "best" and self.guard.stuck is None:
             self.finish_with(best)
@@ -506,7 +513,9 @@ class KubernetesTarget:
     def usable(self) -> str | None:
         """Why the Deployment cannot be tuned as it is (paused, 0 replicas), or None."""
         with reraise_as(TargetError):
-            problem = unusable_reason(self._deployment())
+            dep = self._deployment()
+            problem = unusable_reason(dep) or duplicated(
+                find_container(dep, self.spec.container), self.variables)
         return None if problem is None else f"{self.where} {problem}"
 
     def current(self) -> Live:
@@ -589,6 +598,36 @@ class KubernetesTarget:
                                   indent=1, sort_keys=True))
         os.replace(tmp, self.state_file)
 
+    def _adopt_outside_changes(self, dep: Obj) -> None:
+        """A tuned variable another writer changed since this run last set it (a ``kubectl
+        apply`` or a ``helm upgrade`` in the night) holds production's new value: it replaces
+        the saved original's entry, so that the restore puts theirs back, not the value from
+        before the run (review finding: the restore silently undid their change)."""
+        if self._written is None or self._original is None:
+            return
+        live = env_entries(find_container(dep, self._original.container))
+        changed: dict[str, Obj | None] = {}
+        for var, value in self._written.items():
+            if var not in self._original.env:
+                continue
+            entry = live.get(var)
+            ours = (entry is None if value is None else
+                    entry is not None and entry.get("value") == value
+                    and not entry.get("valueFrom"))
+            if not ours:
+                changed[var] = entry
+        if not changed:
+            return
+        original = replace(self._original, env={**self._original.env, **changed})
+        log.warning("%s: %s changed by another writer since this run set %s: the new entries "
+                    "are what the restore puts back", self.where, ", ".join(sorted(changed)),
+                    "it" if len(changed) == 1 else "them")
+        self._still_hold()
+        self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                        annotation_patch(original))
+        self._original = original
+        self._write_file(original)
+
     def _forget(self, keep_file: bool = False) -> None:
         """Drop the saved original: from the Deployment, from disk and from memory."""
         self._still_hold()
@@ -597,6 +636,7 @@ class KubernetesTarget:
         if self.state_file is not None and not keep_file:
             self.state_file.unlink(missing_ok=True)
         self._original = None
+        self._written = None
 
     def _restore_patch(self, original: Original) -> Obj:
         dep = self._deployment()
@@ -623,6 +663,7 @@ class KubernetesTarget:
                             self._restore_patch(self._original))
         except (ApiError, TargetError) as e:
             return f"re-applying the original env failed too: {e}"
+        self._written = None  # the template holds the original again, not a candidate
         return "re-applied the original env (its rollout continues in the background)"
 
     def _await_rollout(self, dep: Obj, timeout: float) -> tuple[ReplicaSetRef, dict[str, Obj]]:

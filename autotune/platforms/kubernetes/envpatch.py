@@ -214,6 +214,20 @@ def unusable_reason(dep: Obj) -> str | None:
     return None
 
 
+def duplicated(container: Obj, variables: Sequence[str]) -> str | None:
+    """Why the container's env cannot be tuned: a tuned variable listed twice, or None. The
+    kubelet uses the last entry of a name, a strategic merge patch changes the first: every
+    candidate would run with the old value, and the restore would copy one entry over the
+    other (the pod template then differs from the original)."""
+    names = env_names(container)
+    twice = sorted({v for v in variables if names.count(v) > 1})
+    if not twice:
+        return None
+    return (f"container {container.get('name')!r} lists {', '.join(twice)} more than once in "
+            "its env (the kubelet uses the last entry, a patch changes the first): remove the "
+            "duplicates before tuning")
+
+
 def entry_value(entry: Obj | None) -> str | None:
     """An env entry's literal value; None when unset or set from a reference."""
     if entry is None or "value" not in entry:
