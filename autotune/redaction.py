@@ -126,8 +126,8 @@ def output(text: str) -> str:
     autotune shows and records but never wrote: ``scrub`` plus what a program prints about
     its configuration, ``password=p``, ``token: t``, ``Authorization: Bearer t`` (their whole
     value). Stricter than ``scrub``, whose messages are autotune's own and name keys."""
-    lines = [_AUTHORIZATION.sub(rf"\1{MASK}", line) for line in scrub(text).split("\n")]
-    return _INLINE_SECRET.sub(rf"\1{MASK}", "\n".join(lines))
+    # Line by line: an Authorization header's value ends with its line.
+    return "\n".join(_inline(line) for line in scrub(text).split("\n"))
 
 
 def argv(args: Sequence[str]) -> list[str]:

@@ -235,8 +235,7 @@ class KubernetesTarget:
         with reraise_as(TargetError):
             self._hold()
             dep = self._deployment()
-            usable_problem = (unusable_reason(dep) or duplicated(
-                find_container(dep, self.spec.container), self.variables))
+            usable_problem = self._unusable(dep)
             if usable_problem is not None:
                 raise TargetProblem(f"{self.where} {usable_problem}")
             self._save_original(dep)
@@ -513,10 +512,13 @@ class KubernetesTarget:
     def usable(self) -> str | None:
         """Why the Deployment cannot be tuned as it is (paused, 0 replicas), or None."""
         with reraise_as(TargetError):
-            dep = self._deployment()
-            problem = unusable_reason(dep) or duplicated(
-                find_container(dep, self.spec.container), self.variables)
+            problem = self._unusable(self._deployment())
         return None if problem is None else f"{self.where} {problem}"
+
+    def _unusable(self, dep: Obj) -> str | None:
+        """Paused, 0 replicas, or a tuned variable listed twice in the container's env."""
+        return unusable_reason(dep) or duplicated(find_container(dep, self.spec.container),
+                                                  self.variables)
 
     def current(self) -> Live:
         """The pods running now, as a Live, without changing anything (to try the queries)."""

@@ -69,7 +69,6 @@ def _maker_alive(workdir: Path, pid: int) -> bool:
     return pids.alive(recorded, started if isinstance(started, str) else None)
 
 
-
 def prometheus_binary() -> str:
     return proc.find_binary("prometheus", "AUTOTUNE_PROMETHEUS", "prometheus")
 
