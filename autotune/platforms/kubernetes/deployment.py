@@ -36,7 +36,7 @@ from autotune.errors import TargetError
 from autotune.experiment import models
 from autotune.insight import podlog, schedtrace
 from autotune.live import Live, Matcher, Window
-from autotune.platforms.kubernetes import writers
+from autotune.platforms.kubernetes import managedfields, writers
 from autotune.platforms.kubernetes.client import Kube
 from autotune.platforms.kubernetes.envpatch import (
     Original,
@@ -55,7 +55,13 @@ from autotune.platforms.kubernetes.envpatch import (
     shown_entry,
     unusable_reason,
 )
-from autotune.platforms.kubernetes.errors import ApiError, Forbidden, TargetProblem, reraise_as
+from autotune.platforms.kubernetes.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    TargetProblem,
+    reraise_as,
+)
 from autotune.platforms.kubernetes.lease import RunLease
 from autotune.platforms.kubernetes.loadgen import LoadGenerator
 from autotune.platforms.kubernetes.objects import (
@@ -579,12 +585,16 @@ class KubernetesTarget:
             log.info("%s: measured again after leaving a candidate on it; the original is still "
                      "the one saved at %s", self.where, found.saved_at)
         fresh = {v: current.get(v) for v in self.variables}
+        owned = managedfields.owners(_managed_fields(dep), self.spec.container,
+                                     [v for v in self.variables if v not in (found.env if found
+                                                                             else {})])
         original = Original(
             container=found.container if found else self.spec.container,
             env={**fresh, **(found.env if found else {})},
             study=found.study if found else self.study,
             saved_at=found.saved_at if found else _iso(self.clock.now()),
-            order=found.order if found else tuple(env_names(container)))
+            order=found.order if found else tuple(env_names(container)),
+            owners={**owned, **(found.owners if found else {})})
         if annotated is None or original.env != annotated.env:
             self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                             annotation_patch(original))
@@ -620,7 +630,12 @@ class KubernetesTarget:
                 changed[var] = entry
         if not changed:
             return
-        original = replace(self._original, env={**self._original.env, **changed})
+        # Their write made them the entries' owners: those are given back after the restore.
+        owned = managedfields.owners(_managed_fields(dep), self._original.container,
+                                     sorted(changed))
+        original = replace(self._original, env={**self._original.env, **changed},
+                           owners={**self._original.owners,
+                                   **owned})
         log.warning("%s: %s changed by another writer since this run set %s: the new entries "
                     "are what the restore puts back", self.where, ", ".join(sorted(changed)),
                     "it" if len(changed) == 1 else "them")
@@ -649,12 +664,39 @@ class KubernetesTarget:
         self._still_hold()
         patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                   self._restore_patch(original))
+        patched = self._give_back(original, patched)
         if int(patched.get("spec", {}).get("replicas", 1)) < 1:
             # Scaled to 0 (by a person or a scaler): the template is restored, no pod will
             # come to prove it, and the saved original must go all the same.
             log.info("%s has 0 replicas: env restored without waiting for pods", self.where)
             return
         self._await_rollout(patched, self.spec.rollout_timeout)
+
+    def _give_back(self, original: Original, dep: Obj) -> Obj:
+        """Set the ownership of the restored entries back to what was recorded with them
+        (managedfields.py says why). Optimistic: the Deployment controller's status writes
+        move the resourceVersion during a rollout, so a conflict re-reads and tries again. Not
+        fatal: the env is back; a later apply of the declaring tool is warned about."""
+        recorded = {v: o for v, o in original.owners.items() if original.env.get(v) is not None}
+        why = ""
+        for _ in range(5):
+            fields = managedfields.given_back(_managed_fields(dep), original.container, recorded)
+            if fields is None:
+                return dep
+            try:
+                return self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                                       {"metadata": {"resourceVersion": dep["metadata"][
+                                           "resourceVersion"], "managedFields": fields}})
+            except Conflict:
+                dep = self._deployment()
+                why = "the Deployment kept changing"
+            except ApiError as e:  # a record the API server refuses: the env is back anyway
+                why = str(e)
+                break
+        log.warning("%s: the env is restored, but its field ownership stays with autotune (%s): "
+                    "a server-side apply that stops declaring %s will not remove it",
+                    self.where, why, ", ".join(sorted(recorded)))
+        return dep
 
     def _roll_back(self) -> str:
         """After a failed rollout: re-apply the original env without waiting for it."""
@@ -793,6 +835,10 @@ def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,
                                    container=original.container, rollout_timeout=timeout)
     return "; ".join(KubernetesTarget(spec, kube, clock, variables=list(original.env),
                                       study=original.study, lease=lease).cleanup()) or None
+
+
+def _managed_fields(dep: Obj) -> list[Obj]:
+    return list((dep.get("metadata") or {}).get("managedFields") or [])
 
 
 def _runnable_p999(trace: schedtrace.Trace) -> int:

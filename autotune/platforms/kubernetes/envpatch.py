@@ -26,7 +26,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autotune.platforms.kubernetes.errors import TargetProblem
 from autotune.platforms.kubernetes.objects import ORIGINAL_ENV_ANNOTATION, Obj, full_name
@@ -44,26 +44,32 @@ def any_of(values: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Original:
-    """The env entries of the tuned variables as found (None: the variable was not set), and
-    the order of the container's whole env list (names only: other values are not ours)."""
+    """The env entries of the tuned variables as found (None: the variable was not set), the
+    order of the container's whole env list (names only: other values are not ours), and which
+    managedFields entries owned each entry (managedfields.owners: given back after the
+    restore)."""
 
     container: str
     env: Mapping[str, Obj | None]
     study: str
     saved_at: str
     order: tuple[str, ...] = ()
+    owners: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"container": self.container, "env": dict(self.env),
-                           "order": list(self.order), "study": self.study,
-                           "saved_at": self.saved_at}, sort_keys=True)
+        data: Obj = {"container": self.container, "env": dict(self.env),
+                     "order": list(self.order), "study": self.study, "saved_at": self.saved_at}
+        if self.owners:  # a record without owners reads as before they were recorded
+            data["owners"] = {k: list(v) for k, v in self.owners.items()}
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Original:
         data = json.loads(text)
         return cls(container=str(data["container"]), env=dict(data["env"]),
                    study=str(data.get("study", "")), saved_at=str(data.get("saved_at", "")),
-                   order=tuple(str(n) for n in data.get("order") or ()))
+                   order=tuple(str(n) for n in data.get("order") or ()),
+                   owners=_owners(data.get("owners")))
 
     @classmethod
     def of(cls, deployment: Obj) -> Original | None:
@@ -77,6 +83,17 @@ class Original:
             raise TargetProblem(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
                                 f"{full_name(deployment)} is not autotune's format ({e}); "
                                 "restore the env by hand and remove the annotation") from None
+
+
+def _owners(raw: object) -> dict[str, list[Obj]]:
+    """The recorded owners, leniently: a malformed record costs only the ownership's return
+    (the env is restored all the same), never the restore."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): [dict(o) for o in v if isinstance(o, dict) and isinstance(o.get("manager"),
+                                                                          str)
+                     and isinstance(o.get("fields"), dict)]
+            for k, v in raw.items() if isinstance(v, list)}
 
 
 def _container_patch(container: str, entries: list[Obj],
