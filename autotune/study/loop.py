@@ -564,6 +564,17 @@ class StudyRunner:
                 self._finish(studies)
         return completed
 
+    def claim(self) -> None:
+        """Take the target before a night touches the study: on a cluster the run Lease, so a
+        second run stops here, before it queues its baseline repeats (which the first run's
+        confirmation would measure) or records a night; and what a killed run left goes."""
+        self._clean_leftovers()
+
+    def release(self) -> None:
+        """Give the target back after ``claim`` when the night ends before ``run`` (which
+        restores it itself): nothing was applied, so only the claim goes."""
+        self.backends.target.restore()
+
     def _clean_leftovers(self) -> None:
         """What a killed run left (its stress, its candidate on the target) goes before this
         run measures anything. The target first: on a cluster it takes the run Lease, so a

@@ -95,17 +95,86 @@ in, because the report reads the study engine and not the other way round."""
 def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOptions,
               verdict_of: Verdict) -> Night:
     """Open (or replace) the study, check drift, search within the night's budget, confirm,
-    judge, and record the night. The runner's backends are used and restored as by ``run``."""
+    judge, and record the night. The runner's backends are used and restored as by ``run``.
+
+    The target is claimed first (on a cluster the run Lease): a second run stops there,
+    before it queues baseline repeats in the study the first one is running (its confirmation
+    would measure them) or records a night that never ran."""
     night = records.night_id()
     started = records.timestamp()
     try:
-        described = runner.backends.target.describe()
-        opening = open_night(exp, url, described, budget=options.budget,
-                             new_study=options.new_study)
+        runner.claim()
     except BaseException:
         with shielded():
             runner.backends.source.close()
         raise
+    try:
+        p = _prepare(exp, url, runner, options, night, started)
+    except BaseException:
+        with shielded():
+            try:
+                runner.release()  # ``run`` restores the target itself; it was not reached
+            finally:
+                runner.backends.source.close()
+        raise
+    studies, opening, budget, record = p.opening.studies, p.opening, p.budget, p.record
+    drift_runs, skip, recommendation, rng = p.drift_runs, p.skip, p.recommendation, p.rng
+    pooled = runner.width > 1
+    if budget.deadline is not None:
+        log.info("tonight: %s", budget.text())
+    before = completed_search(studies.search)
+    try:
+        result = runner.run(studies, options.budget,
+                            stop_rule=NightRule(exp, runner.clock, budget))
+        if pooled:
+            for attrs in drift_runs:
+                studies.reference.enqueue_trial({}, user_attrs=attrs)
+        confirmed = options.confirm and result.stop_reason != "deadline"
+        if confirmed:
+            confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
+                    seed=exp.study.seed, extra=options.extra, sequential=options.sequential)
+        drift = check_drift(exp, studies, runner, night, recommendation, skip,
+                            extra=options.extra if confirmed else 0, rng=rng,
+                            first_round=options.repeats + 1)
+    except BaseException as e:
+        with shielded():
+            try:
+                records.save(studies, {**record, "status": _status(e),
+                                       "finished": records.timestamp(),
+                                       "error": str(e) or type(e).__name__})
+            except Exception as saving:  # the original error matters more
+                log.error("could not record the night's end: %s", saving)
+        raise
+    verdict = verdict_of(exp, studies)
+    record.update(status="finished",
+                  finished=records.timestamp(),
+                  search_trials=completed_search(studies.search) - before,
+                  completed=result.completed, stop=result.stop_reason, confirmed=confirmed,
+                  members=result.members, not_undone=result.not_undone,
+                  verdict=verdict, drift=drift.record())
+    records.save(studies, record)
+    return Night(id=night, opening=opening, budget=budget, result=result, confirmed=confirmed,
+                 drift=drift, verdict=verdict)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    opening: Opening
+    budget: Budget
+    record: dict[str, Any]
+    drift_runs: list[dict[str, Any]]
+    skip: str | None
+    recommendation: dict[str, Any] | None
+    rng: random.Random
+
+
+def _prepare(exp: Experiment, url: str, runner: StudyRunner, options: NightOptions,
+             night: str, started: str) -> _Prepared:
+    """Open the study, queue the night's baseline and drift runs, plan the budget, and save
+    the night's record as "running"."""
+    described = runner.backends.target.describe()
+    opening = open_night(exp, url, described, budget=options.budget,
+                         new_study=options.new_study)
     studies = opening.studies
     earlier = [n for n in records.nights(studies.storage, exp.name) if n.get("night") != night]
     if retire_drift_runs(studies, earlier):
@@ -144,41 +213,7 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
                    "search_trials": budget.search_trials, "study_budget": options.budget},
     }
     records.save(studies, record)
-    if budget.deadline is not None:
-        log.info("tonight: %s", budget.text())
-    before = completed_search(studies.search)
-    try:
-        result = runner.run(studies, options.budget,
-                            stop_rule=NightRule(exp, runner.clock, budget))
-        if pooled:
-            for attrs in drift_runs:
-                studies.reference.enqueue_trial({}, user_attrs=attrs)
-        confirmed = options.confirm and result.stop_reason != "deadline"
-        if confirmed:
-            confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
-                    seed=exp.study.seed, extra=options.extra, sequential=options.sequential)
-        drift = check_drift(exp, studies, runner, night, recommendation, skip,
-                            extra=options.extra if confirmed else 0, rng=rng,
-                            first_round=options.repeats + 1)
-    except BaseException as e:
-        with shielded():
-            try:
-                records.save(studies, {**record, "status": _status(e),
-                                       "finished": records.timestamp(),
-                                       "error": str(e) or type(e).__name__})
-            except Exception as saving:  # the original error matters more
-                log.error("could not record the night's end: %s", saving)
-        raise
-    verdict = verdict_of(exp, studies)
-    record.update(status="finished",
-                  finished=records.timestamp(),
-                  search_trials=completed_search(studies.search) - before,
-                  completed=result.completed, stop=result.stop_reason, confirmed=confirmed,
-                  members=result.members, not_undone=result.not_undone,
-                  verdict=verdict, drift=drift.record())
-    records.save(studies, record)
-    return Night(id=night, opening=opening, budget=budget, result=result, confirmed=confirmed,
-                 drift=drift, verdict=verdict)
+    return _Prepared(opening, budget, record, drift_runs, skip, recommendation, rng)
 
 
 def _status(e: BaseException) -> str:

@@ -150,6 +150,21 @@ class PoolRunner(StudyRunner):
     def width(self) -> int:
         return len(self.members)
 
+    def claim(self) -> None:
+        for m in self.members:  # each member's Lease, in the pool's order
+            for line in m.backends.target.cleanup() + m.backends.injector.cleanup():
+                log.warning("left over from an earlier run, removed: %s", line)
+
+    def release(self) -> None:
+        errors = []
+        for m in self.members:
+            try:
+                m.backends.target.restore()
+            except Exception as e:  # every member gives its claim back
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
     def run(self, studies: st.Studies, budget: int,
             stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
             ) -> RunResult:

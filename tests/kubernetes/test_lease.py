@@ -11,9 +11,15 @@ import datetime as dt
 import time
 from typing import Any
 
+import optuna
 import pytest
 
-from autotune.errors import TargetError
+from autotune.errors import AutotuneError, TargetError
+from autotune.progress import SilentProgress
+from autotune.report import history
+from autotune.study import nightly
+from autotune.study.journal import Journal
+from autotune.study.loop import StudyRunner
 from tests.kubernetes.conftest import World
 
 
@@ -138,3 +144,24 @@ def test_a_run_that_lost_its_lease_leaves_the_deployment_to_the_run_that_took_it
     nightly.restore()
     assert world.template_env() == original and world.annotations() == {}
     assert world.items("leases") == []
+
+
+def test_a_second_night_stops_at_the_lease_before_it_writes_to_the_study(world: World) -> None:
+    # Kubernetes review finding: a night opened the study, queued its baseline repeats and
+    # saved its record before the Lease was taken. A second run (a manual `autotune run`
+    # while the CronJob's night ran) then left three baseline trials queued in the first
+    # run's study, which its confirmation measured, and a failed night in its history.
+    other = world.target()
+    assert other.lease is not None
+    other.lease.holder = "autotune-api-28912345-abcde pid 1 study api-test"
+    other.lease.acquire()
+    exp = world.experiment(trials=2)
+    url = f"sqlite:///{world.tmp}/study.db"
+    runner = StudyRunner(exp, world.backends(exp), clock=world.clock, progress=SilentProgress(),
+                         journal=Journal(world.tmp / "trials.jsonl"), experiment_hash="test")
+    with pytest.raises(AutotuneError, match="another autotune run holds"):
+        nightly.run_night(exp, url, runner, nightly.NightOptions(budget=2),
+                          history.verdict_record)
+    assert optuna.study.get_all_study_names(storage=url) == []
+    other.lease.release()
+    world.assert_pristine()
