@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -22,7 +23,7 @@ import requests
 from autotune import redaction, scaffold
 from autotune.advice import advise
 from autotune.clock import SystemClock
-from autotune.errors import ExitCode, PrerequisiteError, TargetError
+from autotune.errors import ExitCode, ExperimentError, PrerequisiteError, TargetError
 from autotune.experiment import parse_experiment
 from autotune.platforms.kubernetes.client import connect
 from autotune.platforms.kubernetes.envpatch import cpu_cores
@@ -44,8 +45,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"autotune init: error: -o {out}: {out.parent} is not a directory",
               file=sys.stderr)
         return ExitCode.USAGE
-    problem = _usage_problem(args)
-    if problem is not None:  # a bad command line: nothing is asked of the cluster
+    problem = _usage_problem(args) or _option_problem(args)
+    if problem is not None:  # a bad command line: nothing is asked or started
         print(f"autotune init: error: {problem}", file=sys.stderr)
         return ExitCode.USAGE
     service = _deployment(args) if args.deployment else _command(args)
@@ -117,6 +118,42 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if not args.prometheus:
         return ("--deployment needs --prometheus URL: the Prometheus that scrapes the "
                 "Deployment's pods")
+    return None
+
+
+OPTION_OF = {
+    "name": "--name", "target.local.command": "--command", "target.local.cwd": "--cwd",
+    "target.local.cpus": "--cpus", "chaos.stress.workers": "--cpus",
+    "target.local.load.path": "--path", "target.local.health": "--health",
+    "target.local.metrics_path": "--metrics-path",
+}
+"""The experiment's fields that ``init --command`` fills from its options."""
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """An option whose value the written file would refuse (``--cpus 300``, ``--path api``),
+    named as the option, before the service is started: a draft of the file without the
+    service's series is validated first (the real one is the same in those fields)."""
+    if args.deployment or not args.service_command:
+        return None
+    try:
+        argv = tuple(shlex.split(args.service_command))
+    except ValueError as e:
+        return f"--command: {e}"
+    try:
+        scaffold.draft(scaffold.Service(
+            name=_name(args), series=None, cpu_limit=args.cpus, local_command=argv or ("x",),
+            cwd=args.cwd, health=args.health, metrics_path=args.metrics_path, path=args.path,
+            forcegc_env=args.forcegc_env, service_job=SERVICE_JOB))
+    except ExperimentError as e:
+        said = []
+        for part in str(e).split("; "):
+            where, colon, what = part.partition(": ")
+            option = (OPTION_OF.get(where) or
+                      ("--forcegc-env" if re.fullmatch(r"parameters\[\d+\]\.env", where)
+                       else None))
+            said.append(f"{option}: {what}" if option and colon else part)
+        return "; ".join(dict.fromkeys(said))
     return None
 
 

@@ -55,6 +55,14 @@ def _usage_problem(exp: Experiment, args: argparse.Namespace) -> bool:
     if exp.target.kubernetes is None and args.cluster:
         print("--cluster: this experiment has no kubernetes target", file=sys.stderr)
         return True
+    if args.context and exp.target.kubernetes is None:
+        print("--context: this experiment has no kubernetes target (no kubeconfig is read)",
+              file=sys.stderr)
+        return True
+    if args.context and not (args.cluster or args.live):
+        print("--context goes with --cluster or --live: nothing else asks the cluster",
+              file=sys.stderr)
+        return True
     if exp.target.local is not None and args.live:
         # The service exists only during a run (and its series with it), whatever Prometheus
         # scrapes it: nothing to query now.

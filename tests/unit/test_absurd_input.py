@@ -464,3 +464,27 @@ def test_cleanup_force_without_a_namespace_is_a_usage_error(
     assert main(["cleanup", "--force", "experiments/local.yaml"]) == 2
     assert "--force goes with --namespace" in capsys.readouterr().err
     assert main(["cleanup"]) == 2
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--cpus", "300"], "--cpus: must be <= 256.0"),
+    (["--path", "api"], "--path: must start with /"),
+    (["--health", "ready"], "--health: 'ready' does not match ^/"),
+    (["--metrics-path", "metrics"], "--metrics-path: 'metrics' does not match ^/"),
+    (["--forcegc-env", "1GC"], "--forcegc-env: '1GC' does not match"),
+    (["--name", "My Service"], "--name: 'My Service' does not match"),
+])
+def test_init_names_the_option_the_file_would_refuse_before_it_starts_the_service(
+        argv: list[str], message: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: `init --cpus 300` started the service, waited for its /metrics and then
+    reported `target.local.cpus`, a field of a file the user had not written yet."""
+    from autotune.cli import main
+
+    started = tmp_path / "started"
+    code = main(["init", "--command", f"sh -c 'touch {started}' {{port}}", *argv, "-o",
+                 str(tmp_path / "x.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"autotune init: error: {message}" in err
+    assert "target.local" not in err and not started.exists(), "the command ran"

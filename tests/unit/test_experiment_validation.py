@@ -322,6 +322,13 @@ def test_validate_live_on_a_local_target_says_why_and_is_a_usage_error(
     out = capsys.readouterr()
     assert "--cluster: this experiment has no kubernetes target" in out.err
     assert "valid" not in out.out
+    # Review finding: --context on a file without a cluster was accepted silently.
+    assert main(["validate", str(root / "experiments" / "local.yaml"), "--context", "prod"]) == 2
+    out = capsys.readouterr()
+    assert "--context: this experiment has no kubernetes target" in out.err
+    assert "valid" not in out.out
+    assert main(["validate", str(root / "experiments" / "api.yaml"), "--context", "prod"]) == 2
+    assert "--context goes with --cluster or --live" in capsys.readouterr().err
 
 
 def test_a_trial_that_starts_a_load_generator_pod_is_given_its_start_up_time() -> None:
