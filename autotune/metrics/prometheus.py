@@ -400,12 +400,9 @@ class PrometheusSource:
         if self._client is None:
             url = self.config.url or (self.embedded.start() if self.embedded else "")
             url, basic = redaction.split_userinfo(url)
+            # A password next to a token is refused when the experiment is checked
+            # (experiment.checks): each would set the Authorization header.
             headers, token = _auth_headers(self.config)
-            if basic is not None and any(k.lower() == "authorization" for k in headers):
-                raise MetricsError(
-                    "prometheus.url has a user and password (HTTP basic auth), and "
-                    "prometheus.token_env, token_file or an Authorization header is set too: "
-                    "each sets the Authorization header; keep one")
             secrets = (basic[1] if basic else None, token, *headers.values())
             self._secrets = tuple(s for s in secrets if s)
             session = requests.Session()

@@ -315,11 +315,17 @@ def open_for_run(
 
 def _reference_trials(storage: optuna.storages.BaseStorage,
                       search: optuna.Study) -> list[FrozenTrial]:
+    reference = _load_reference(storage, search.study_name)
+    return [] if reference is None else reference.get_trials(deepcopy=False)
+
+
+def _load_reference(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study | None:
+    """The reference study of the search study ``name``; None for a run killed before it was
+    made (no baseline measured)."""
     try:
-        return optuna.load_study(study_name=search.study_name + REFERENCE_SUFFIX,
-                                 storage=storage).get_trials(deepcopy=False)
-    except KeyError:  # killed before its reference study was made: no baseline measured
-        return []
+        return optuna.load_study(study_name=name + REFERENCE_SUFFIX, storage=storage)
+    except KeyError:
+        return None
 
 
 def missing_database(url: str) -> str | None:
@@ -352,11 +358,9 @@ def open_existing(exp: Experiment, url: str) -> Studies:
         raise StudyError([f"no study named {exp.name!r} in {redact(url)}: "
                           "run `autotune run` with this experiment first"])
     search = optuna.load_study(study_name=current, storage=storage)
-    try:
-        reference = optuna.load_study(study_name=current + REFERENCE_SUFFIX, storage=storage)
-    except KeyError:
-        reference = optuna.create_study(study_name=current + REFERENCE_SUFFIX, storage=storage,
-                                        directions=directions(exp), load_if_exists=True)
+    reference = _load_reference(storage, current) or optuna.create_study(
+        study_name=current + REFERENCE_SUFFIX, storage=storage, directions=directions(exp),
+        load_if_exists=True)
     return Studies(search=search, reference=reference, storage=storage, url=url)
 
 

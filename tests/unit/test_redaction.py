@@ -160,12 +160,16 @@ def test_a_failure_to_learn_the_interval_names_no_password(
     assert SECRET not in str(caught.value) and SECRET not in caplog.text, str(caught.value)
 
 
-def test_userinfo_and_a_bearer_token_together_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("REDACTION_TOKEN", f"tok-{SECRET}")
-    config = Prometheus(url=f"http://autotune:{SECRET}@127.0.0.1:9", token_env="REDACTION_TOKEN")
-    with pytest.raises(MetricsError) as caught:
-        PrometheusSource(config, FakeClock()).client()
-    assert "Authorization" in str(caught.value) and SECRET not in str(caught.value)
+def test_userinfo_and_a_bearer_token_together_are_refused() -> None:
+    """Refused when the file is checked, before anything starts (each sets Authorization)."""
+    doc = yaml.safe_load(Path("experiments/api.yaml").read_text())
+    doc["prometheus"] = {"url": f"http://autotune:{SECRET}@127.0.0.1:9",
+                         "token_env": "REDACTION_TOKEN"}
+    with pytest.raises(ExperimentError) as caught:
+        parse_experiment(yaml.safe_dump(doc))
+    text = str(caught.value)
+    assert "prometheus.url has a user and password" in text and "Authorization" in text
+    assert SECRET not in text
 
 
 # --- the storage URL -----------------------------------------------------------------------------

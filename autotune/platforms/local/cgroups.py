@@ -37,18 +37,13 @@ removes its group disables them in its place.
 
 Whose group is it: ``stale()`` takes exactly ``<prefix>-<digits>`` (cleaning experiment ``api``
 never touches ``autotune-api-canary-<pid>``). Its owner is recorded on the group directory
-(the extended attribute ``user.autotune.owner``: PID, process start time, PID namespace, run
-lock), because a PID is only meaningful in its own PID namespace: a run as PID 7 of a container
-makes ``autotune-<name>-7``, and on the host ``/proc/7`` is someone else or nobody. A group
-made in this PID namespace is alive while that very process is (PID and start time); one made
-in another is alive unless this process holds the run lock its owner held
-(``autotune.runlock``: the owner took it before making the group and kept it until it died, and
-flock works across namespaces) - so the next run of that experiment, wherever it runs, removes
-it, and nobody else does. A group without the record (an older autotune, a kernel without
-extended attributes on cgroupfs) is judged by the PID in its name, as before.
+(the extended attribute ``user.autotune.owner``, ``autotune.platforms.local.ownership``'s
+record, which says when its maker counts as dead; a PID alone means nothing across PID
+namespaces). A group without the record (an older autotune, a kernel without extended
+attributes on cgroupfs) is judged by the PID in its name, as before.
 
-Its size (~550 lines) is three hierarchies (v1, v2, cpuset) and their ownership; the next cut
-is ownership and staleness (``_owner_record``, ``owner_alive``, ``stale``) into its own module.
+Its size (~530 lines) is three hierarchies (v1, v2, cpuset); the next cut is the v1 and v2
+hierarchies' files into a module each.
 """
 
 from __future__ import annotations
@@ -59,14 +54,14 @@ import logging
 import math
 import os
 import re
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune import pids, runlock
+from autotune import runlock
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError
+from autotune.platforms.local import ownership
 
 log = logging.getLogger(__name__)
 
@@ -159,16 +154,9 @@ def _holds_processes(root: Path) -> str:
 
 
 def _owner_record(lock: runlock.RunLock | None, enabled: list[str]) -> bytes:
-    me = os.getpid()
-    identity = lock.identity if lock is not None else None
-    return json.dumps({
-        "pid": me, "start": pids.start_time(me), "pidns": runlock.pid_namespace(),
-        "host": socket.gethostname(), "lock": list(identity) if identity else None,
-        "lock_path": str(lock.path.resolve()) if lock is not None else None,
-        # What this run enabled in the root's subtree_control: a run killed before its
-        # remove() leaves them for the next cleanup (``stale``) to disable.
-        "enabled": list(enabled),
-    }).encode()
+    # What this run enabled in the root's subtree_control: a run killed before its remove()
+    # leaves them for the next cleanup (``stale``) to disable.
+    return json.dumps(ownership.record(lock, enabled=list(enabled))).encode()
 
 
 def _read_owner(path: Path) -> dict[str, Any] | None:
@@ -192,21 +180,6 @@ def _add_enabled(path: Path, enabled: list[str]) -> bool:
     except OSError:
         return False
     return True
-
-
-def owner_alive(name_pid: int, owner: dict[str, Any] | None) -> bool:
-    """Whether the run that made a group is alive, from its owner record (see the module
-    docstring); without one, from the PID in its name."""
-    if owner is None:
-        return pids.alive(name_pid, None)
-    if owner.get("pidns") == runlock.pid_namespace():
-        return pids.alive(int(owner.get("pid") or name_pid), owner.get("start"))
-    # Made from another PID namespace, whose PIDs mean nothing here. Its owner held its run
-    # lock until it died: if this process holds that lock now, the owner is dead; else the
-    # experiment's next run, which will hold it, decides.
-    lock = owner.get("lock")
-    return not (isinstance(lock, list) and len(lock) == 2
-                and runlock.holds((int(lock[0]), int(lock[1]))))
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -572,8 +545,8 @@ def stale(prefix: str, mode: Mode) -> list[CpuLimit]:
     for name, paths in sorted(groups.items()):
         owner = next((o for o in map(_read_owner, paths) if o is not None), None)
         pid = int(name.rsplit("-", 1)[1])
-        if owner_alive(pid, owner):
-            if owner is not None and owner.get("pidns") != runlock.pid_namespace():
+        if ownership.alive(owner, pid):
+            if owner is not None and ownership.foreign(owner):
                 log.info("cgroup %s: made by pid %s of another PID namespace, whose run lock "
                          "(%s) this run does not hold: left to that experiment's next run",
                          name, owner.get("pid"), owner.get("lock_path"))

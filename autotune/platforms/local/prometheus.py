@@ -31,10 +31,10 @@ from pathlib import Path
 
 import requests
 
-from autotune import pids, redaction, runlock
+from autotune import redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
-from autotune.platforms.local import proc
+from autotune.platforms.local import ownership, proc
 from autotune.platforms.local.ports import free_port
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT = 30.0
 Group = dict[str, object]
 OWNER = "owner.json"
-"""In each ``prometheus-<pid>/``: the PID, its start time and PID namespace of the run that made
-it, so that a killed run's TSDB is known as such even once its PID is someone else's."""
+"""In each ``prometheus-<pid>/``: the owner record of the run that made it
+(``autotune.platforms.local.ownership``), so that a killed run's TSDB is known as such even once
+its PID is someone else's."""
 
 
 def remove_stale(base: Path) -> list[Path]:
@@ -60,13 +61,11 @@ def remove_stale(base: Path) -> list[Path]:
 def _maker_alive(workdir: Path, pid: int) -> bool:
     try:
         owner = json.loads((workdir / OWNER).read_text())
-        recorded, started, pidns = int(owner["pid"]), owner["start"], owner["pidns"]
-    except (OSError, ValueError, TypeError, KeyError):
-        # Made by an autotune before the record (or the record was lost): by its PID alone.
-        return Path(f"/proc/{pid}").exists()
-    if pidns != runlock.pid_namespace():
-        return True  # a run in another PID namespace (a container): its PIDs mean nothing here
-    return pids.alive(recorded, started if isinstance(started, str) else None)
+    except (OSError, ValueError):
+        owner = None  # made by an autotune before the record, or the record was lost
+    if not isinstance(owner, dict) or not {"pid", "pidns"} <= owner.keys():
+        owner = None
+    return ownership.alive(owner, pid)
 
 
 def prometheus_binary() -> str:
@@ -100,9 +99,7 @@ class EmbeddedPrometheus:
         self.workdir = base / f"prometheus-{os.getpid()}"
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
-        me = os.getpid()
-        (self.workdir / OWNER).write_text(json.dumps({
-            "pid": me, "start": pids.start_time(me), "pidns": runlock.pid_namespace()}))
+        (self.workdir / OWNER).write_text(json.dumps(ownership.record()))
         interval = f"{max(1, round(self.scrape_interval * 1000))}ms"
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval,
