@@ -140,9 +140,11 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         argv = tuple(shlex.split(args.service_command))
     except ValueError as e:
         return f"--command: {e}"
+    if not argv or not any("{port}" in a for a in argv):
+        return None  # _command says what --command lacks, in its words
     try:
         scaffold.draft(scaffold.Service(
-            name=_name(args), series=None, cpu_limit=args.cpus, local_command=argv or ("x",),
+            name=_name(args), series=None, cpu_limit=args.cpus, local_command=argv,
             cwd=args.cwd, health=args.health, metrics_path=args.metrics_path, path=args.path,
             forcegc_env=args.forcegc_env, service_job=SERVICE_JOB))
     except ExperimentError as e:

@@ -408,14 +408,16 @@ class StudyRunner:
         self._search = studies.search
         self._reference = studies.reference
         pooled = self.queue_lock is not None
-        # A pool's members run next to each other: the pool failed the orphans once, before.
-        orphans = [] if pooled else st.fail_orphans(studies, exp.max_trial_seconds)
-        for line in orphans:
-            log.warning("%s", line)
         deadline = (self.clock.monotonic() + exp.study.deadline
                     if exp.study.deadline is not None else None)
         stop = "budget reached"
+        orphans: list[str] = []
         try:
+            # A pool's members run next to each other: the pool failed the orphans once, before.
+            # Inside the try: a storage error here still ends in _finish (the claim released).
+            orphans = [] if pooled else st.fail_orphans(studies, exp.max_trial_seconds)
+            for line in orphans:
+                log.warning("%s", line)
             self._clean_leftovers()
             if not pooled:  # a pool's members each queue their own (_run_own_baseline)
                 enqueue_baseline(exp, studies.reference)

@@ -104,16 +104,16 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
     started = records.timestamp()
     try:
         runner.claim()
-    except BaseException:
-        with shielded():
-            runner.backends.source.close()
-        raise
-    try:
         p = _prepare(exp, url, runner, options, night, started)
+        before = completed_search(p.opening.studies.search)
     except BaseException:
+        # ``run`` gives the target back itself; it was not reached. A claim that failed half
+        # way (the Lease taken, then a dead run's leftovers would not go) is given back too.
         with shielded():
             try:
-                runner.release()  # ``run`` restores the target itself; it was not reached
+                runner.release()
+            except Exception as e:  # the error that ended the night matters more
+                log.error("could not give the target back: %s", e)
             finally:
                 runner.backends.source.close()
         raise
@@ -122,7 +122,6 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
     pooled = runner.width > 1
     if budget.deadline is not None:
         log.info("tonight: %s", budget.text())
-    before = completed_search(studies.search)
     try:
         result = runner.run(studies, options.budget,
                             stop_rule=NightRule(exp, runner.clock, budget))

@@ -170,12 +170,20 @@ class PoolRunner(StudyRunner):
             ) -> RunResult:
         self.study_name = studies.name
         self._search, self._reference = studies.search, studies.reference
-        orphans = st.fail_orphans(studies, self.exp.max_trial_seconds)
-        for line in orphans:
-            log.warning("%s", line)
-        # Queued once, before any member runs: each would otherwise find it missing.
-        self.design_size = enqueue_design(self.exp, studies.search,
-                                          self.backends.target.describe(), budget)
+        try:
+            orphans = st.fail_orphans(studies, self.exp.max_trial_seconds)
+            for line in orphans:
+                log.warning("%s", line)
+            # Queued once, before any member runs: each would otherwise find it missing.
+            self.design_size = enqueue_design(self.exp, studies.search,
+                                              self.backends.target.describe(), budget)
+        except BaseException:
+            with shielded():  # no member has started: each gives its claim back here
+                try:
+                    self.release()
+                except Exception as e:
+                    log.error("could not give every member back: %s", e)
+            raise
         shared = _Serialized(self.progress)
         queue_lock = threading.Lock()
         self.outcomes = [_Outcome(m) for m in self.members]

@@ -165,3 +165,17 @@ def test_a_second_night_stops_at_the_lease_before_it_writes_to_the_study(world: 
     assert optuna.study.get_all_study_names(storage=url) == []
     other.lease.release()
     world.assert_pristine()
+
+
+def test_a_night_whose_claim_fails_half_way_gives_the_lease_back(world: World) -> None:
+    # Review finding: the claim took the Lease (the target's cleanup), then the injector's
+    # cleanup was refused; the night failed with the Lease held, and the operator's rerun after
+    # the fix was refused as "another autotune run holds" until it expired.
+    world.deny("list", "stresschaos")
+    exp = world.experiment(trials=2)
+    runner = StudyRunner(exp, world.backends(exp), clock=world.clock, progress=SilentProgress(),
+                         journal=Journal(world.tmp / "trials.jsonl"), experiment_hash="test")
+    with pytest.raises(AutotuneError, match="stresschaos"):
+        nightly.run_night(exp, f"sqlite:///{world.tmp}/study.db", runner,
+                          nightly.NightOptions(budget=2), history.verdict_record)
+    assert world.items("leases") == []

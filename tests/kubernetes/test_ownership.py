@@ -98,3 +98,22 @@ def test_whoever_changed_a_variable_in_the_night_owns_it_after(world: World) -> 
     assert _env_fields(owners.get("night-shift"))[key] == {".": {}, "f:name": {}, "f:value": {}}
     assert _env_fields(owners.get(GITOPS))[key] == {".": {}, "f:name": {}}
     assert _env_fields(owners.get("autotune")) == {}
+
+
+def test_autotunes_share_of_an_entry_it_re_added_is_not_given_back(world: World) -> None:
+    # Review finding: the unset baseline deleted GOMAXPROCS, a candidate re-added it (autotune
+    # owned it whole), and a person's forced apply of it in the night shared its name with
+    # autotune; recorded at adoption with that share, autotune kept {name: GOMAXPROCS} after
+    # the person stopped declaring it.
+    _declared_by_gitops(world, ORIGINAL_ENV)
+    target = world.target()
+    target.apply({"GOMAXPROCS": None, "FORCEGC_INTERVAL_MS": None})
+    target.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
+    theirs = [{"name": "LOG_LEVEL", "value": "info"}, {"name": "GOMAXPROCS", "value": "2"}]
+    _declare(world, theirs, manager="night-shift")
+    target.apply({"GOMAXPROCS": "1", "FORCEGC_INTERVAL_MS": None})
+    target.restore()
+    assert world.template_env() == theirs
+    assert _env_fields(_managers(world).get("autotune")) == {}
+    _declare(world, [{"name": "LOG_LEVEL", "value": "info"}], manager="night-shift")
+    assert world.template_env() == [{"name": "LOG_LEVEL", "value": "info"}]

@@ -488,3 +488,14 @@ def test_init_names_the_option_the_file_would_refuse_before_it_starts_the_servic
     assert code == 2, err
     assert f"autotune init: error: {message}" in err
     assert "target.local" not in err and not started.exists(), "the command ran"
+
+
+def test_init_still_says_what_the_command_lacks_in_its_own_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding: the draft checked first reported `target.local.port`, a field of the
+    file, instead of how to write --command."""
+    from autotune.cli import main
+
+    assert main(["init", "--command", "./server -addr :8080", "-o", str(tmp_path / "x.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert "--command must contain {port}" in err and "target.local" not in err

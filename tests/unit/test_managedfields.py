@@ -61,10 +61,13 @@ def test_a_malformed_owners_record_costs_the_ownership_not_the_restore() -> None
 
     saved = Original(container="api", env={"GOMAXPROCS": {"name": "GOMAXPROCS", "value": "8"}},
                      study="s", saved_at="t", owners={"GOMAXPROCS": [
-                         {"manager": "gitops", "operation": "Apply", "fields": ELEMENT}]})
+                         {"manager": "gitops", "operation": "Apply", "apiVersion": "apps/v1",
+                          "fields": ELEMENT}]})
     assert Original.from_json(saved.to_json()) == saved
     data = json.loads(saved.to_json())
-    data["owners"] = {"GOMAXPROCS": ["x", {"manager": 1, "fields": {}}, {"manager": "m"}],
+    data["owners"] = {"GOMAXPROCS": ["x", {"manager": 1, "fields": {}}, {"manager": "m"},
+                                     {"manager": "m", "operation": "Patch",
+                                      "apiVersion": "apps/v1", "fields": {}}],
                       "GOGC": "y"}
     found = Original.from_json(json.dumps(data))
     assert found.env == saved.env and found.owners == {"GOMAXPROCS": []}

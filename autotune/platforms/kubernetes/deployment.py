@@ -631,8 +631,13 @@ class KubernetesTarget:
         if not changed:
             return
         # Their write made them the entries' owners: those are given back after the restore.
-        owned = managedfields.owners(_managed_fields(dep), self._original.container,
-                                     sorted(changed))
+        # Not autotune's share of them (a candidate had re-added the entry; their forced apply
+        # of it shared what was equal): it is ours only for the study, and given back it would
+        # keep a half entry ({name} without its value) once they stop declaring it.
+        owned = {v: [o for o in found if o.get("manager") != writers.FIELD_MANAGER]
+                 for v, found in managedfields.owners(_managed_fields(dep),
+                                                      self._original.container,
+                                                      sorted(changed)).items()}
         original = replace(self._original, env={**self._original.env, **changed},
                            owners={**self._original.owners,
                                    **owned})
@@ -684,12 +689,22 @@ class KubernetesTarget:
             if fields is None:
                 return dep
             try:
-                return self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
-                                       {"metadata": {"resourceVersion": dep["metadata"][
-                                           "resourceVersion"], "managedFields": fields}})
+                given = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
+                                        {"metadata": {"resourceVersion": dep["metadata"][
+                                            "resourceVersion"], "managedFields": fields}})
+                if managedfields.given_back(_managed_fields(given), original.container,
+                                            recorded) is None:
+                    return given
+                # A record it cannot decode, it ignores (decodeLiveOrNew keeps the live ones).
+                why, dep = "the API server did not take the recorded owners", given
+                break
             except Conflict:
-                dep = self._deployment()
                 why = "the Deployment kept changing"
+                try:
+                    dep = self._deployment()
+                except (ApiError, TargetError) as e:  # the env is back: said, not raised
+                    why = str(e)
+                    break
             except ApiError as e:  # a record the API server refuses: the env is back anyway
                 why = str(e)
                 break

@@ -90,10 +90,16 @@ def _owners(raw: object) -> dict[str, list[Obj]]:
     (the env is restored all the same), never the restore."""
     if not isinstance(raw, dict):
         return {}
-    return {str(k): [dict(o) for o in v if isinstance(o, dict) and isinstance(o.get("manager"),
-                                                                          str)
-                     and isinstance(o.get("fields"), dict)]
+    return {str(k): [dict(o) for o in v if _owner_entry(o)]
             for k, v in raw.items() if isinstance(v, list)}
+
+
+def _owner_entry(o: object) -> bool:
+    """An entry the API server can decode (else it would ignore the whole list)."""
+    return (isinstance(o, dict) and isinstance(o.get("manager"), str)
+            and o.get("operation") in ("Apply", "Update")
+            and isinstance(o.get("apiVersion"), str) and bool(o["apiVersion"])
+            and isinstance(o.get("fields"), dict))
 
 
 def _container_patch(container: str, entries: list[Obj],
