@@ -159,6 +159,14 @@ def enqueue_design(
     return len(points)
 
 
+def clean_leftovers(b: Backends) -> None:
+    """What a killed run left (its stress, its candidate on the target) goes before this run
+    measures anything. The target first: on a cluster it takes the run Lease, so a second run
+    stops here before its injector's cleanup could remove the live stress of the first."""
+    for line in b.target.cleanup() + b.injector.cleanup():
+        log.warning("left over from an earlier run, removed: %s", line)
+
+
 class StudyRunner:
     def __init__(
         self,
@@ -578,13 +586,7 @@ class StudyRunner:
         self.backends.target.restore()
 
     def _clean_leftovers(self) -> None:
-        """What a killed run left (its stress, its candidate on the target) goes before this
-        run measures anything. The target first: on a cluster it takes the run Lease, so a
-        second run stops here before its injector's cleanup could remove the live stress of
-        the first."""
-        b = self.backends
-        for line in b.target.cleanup() + b.injector.cleanup():
-            log.warning("left over from an earlier run, removed: %s", line)
+        clean_leftovers(self.backends)
 
     def _finish(self, studies: st.Studies) -> None:
         b = self.backends

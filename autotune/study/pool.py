@@ -51,6 +51,7 @@ from autotune.study.loop import (
     StudyRunner,
     baseline_values,
     best_summary,
+    clean_leftovers,
     completed_search,
     enqueue_design,
 )
@@ -152,8 +153,7 @@ class PoolRunner(StudyRunner):
 
     def claim(self) -> None:
         for m in self.members:  # each member's Lease, in the pool's order
-            for line in m.backends.target.cleanup() + m.backends.injector.cleanup():
-                log.warning("left over from an earlier run, removed: %s", line)
+            clean_leftovers(m.backends)
 
     def release(self) -> None:
         errors = []

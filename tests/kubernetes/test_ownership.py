@@ -80,17 +80,24 @@ def test_the_cleanup_of_a_dead_run_gives_the_ownership_back_too(world: World) ->
     assert world.template_env() == [{"name": "LOG_LEVEL", "value": "info"}]
 
 
-def test_whoever_changed_a_variable_in_the_night_owns_it_after(world: World) -> None:
+def _night_shift_applies_during_a_study(world: World, before: list[dict[str, Any]]) -> None:
+    """Declared by GitOps; the candidates ``before``; a person's forced apply of GOMAXPROCS=2
+    (adopted as the original); one more candidate; the restore, which puts theirs back."""
     _declared_by_gitops(world, ORIGINAL_ENV)
     target = world.target()
-    target.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
-    # A person applies production's new GOMAXPROCS during the study: adopted as the original,
-    # and theirs after the restore (not the GitOps tool's, whose record is older).
+    for candidate in before:
+        target.apply(candidate)
     theirs = [{"name": "LOG_LEVEL", "value": "info"}, {"name": "GOMAXPROCS", "value": "2"}]
     _declare(world, theirs, manager="night-shift")
     target.apply({"GOMAXPROCS": "1", "FORCEGC_INTERVAL_MS": None})
     target.restore()
     assert world.template_env() == theirs
+
+
+def test_whoever_changed_a_variable_in_the_night_owns_it_after(world: World) -> None:
+    # A person applies production's new GOMAXPROCS during the study: adopted as the original,
+    # and theirs after the restore (not the GitOps tool's, whose record is older).
+    _night_shift_applies_during_a_study(world, [{"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None}])
     # As had autotune not run: their forced apply took the value from the GitOps tool, which
     # still shares the entry itself.
     owners = _managers(world)
@@ -105,15 +112,8 @@ def test_autotunes_share_of_an_entry_it_re_added_is_not_given_back(world: World)
     # owned it whole), and a person's forced apply of it in the night shared its name with
     # autotune; recorded at adoption with that share, autotune kept {name: GOMAXPROCS} after
     # the person stopped declaring it.
-    _declared_by_gitops(world, ORIGINAL_ENV)
-    target = world.target()
-    target.apply({"GOMAXPROCS": None, "FORCEGC_INTERVAL_MS": None})
-    target.apply({"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None})
-    theirs = [{"name": "LOG_LEVEL", "value": "info"}, {"name": "GOMAXPROCS", "value": "2"}]
-    _declare(world, theirs, manager="night-shift")
-    target.apply({"GOMAXPROCS": "1", "FORCEGC_INTERVAL_MS": None})
-    target.restore()
-    assert world.template_env() == theirs
+    _night_shift_applies_during_a_study(world, [{"GOMAXPROCS": None, "FORCEGC_INTERVAL_MS": None},
+                                                {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": None}])
     assert _env_fields(_managers(world).get("autotune")) == {}
     _declare(world, [{"name": "LOG_LEVEL", "value": "info"}], manager="night-shift")
     assert world.template_env() == [{"name": "LOG_LEVEL", "value": "info"}]
