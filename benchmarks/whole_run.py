@@ -19,7 +19,7 @@ Correctness against the grid's ground truth (the median of every recorded repeat
     .venv/bin/python -m benchmarks.whole_run            # experiments/replay.yaml + benchmarks/grids
     .venv/bin/python -m benchmarks.whole_run --fixed    # the fixed confirmation rounds
     .venv/bin/python -m benchmarks.whole_run --screening 5   # study.screening {after: 5s}
-    .venv/bin/python -m benchmarks.whole_run --trials 7      # study.trials: the search's ceiling
+    .venv/bin/python -m benchmarks.whole_run --trials 6      # study.trials: the search's ceiling
 
 ``--drift F`` makes the host drift during every run: each read of an objective's metric is
 scaled by ``1 + F * t / 360`` at the simulated second ``t`` the window ends (F per 6 simulated
