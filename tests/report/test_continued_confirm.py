@@ -1,17 +1,21 @@
 """A study continued over nights: once the search has gone on, the confirmation numbers its
 rounds after the earlier nights', so its first round measures the baseline with tonight's
 candidates (review finding, 2026-12-06: round 1 was taken for night 1's round 1, whose baseline
-slot was held). A confirmation of the same search continues in its own rounds."""
+slot was held). A confirmation of the same search continues in its own rounds, and one that
+did not finish is resumed as planned."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from autotune.study.confirmation.attrs import ROUNDS_ATTR
+import pytest
+
+from autotune.study.confirmation.attrs import CONFIDENCE_ATTR, LOOK_CONFIDENCE_ATTR, ROUNDS_ATTR
 from autotune.study.confirmation.run import confirm
 from tests.report.builder import Builder, m
 from tests.report.builder import experiment as builder_experiment
-from tests.report.test_tiebreak import BASELINE, FIRST, SECOND, _Scripted
+from tests.report.test_tiebreak import BASELINE, FIRST, SECOND, THIRD, _Scripted
 
 
 def test_the_second_nights_first_round_measures_the_baseline(tmp_path: Path) -> None:
@@ -23,7 +27,8 @@ def test_the_second_nights_first_round_measures_the_baseline(tmp_path: Path) -> 
     confirm(bld.exp, bld.studies, runner, top=1, repeats=3, seed=1)
     night1 = len(runner.rounds)
     assert runner.rounds[0] == ["0", "baseline"]
-    assert bld.studies.search.user_attrs[ROUNDS_ATTR] == {"search_trials": 1, "after_round": 0}
+    assert bld.studies.search.user_attrs[ROUNDS_ATTR] == {
+        "search_trials": 1, "after_round": 0, "since_round": 0, "open": False}
     bld.add("search", "search", SECOND, m(7.0))  # night 2's search finds a better one
     confirm(bld.exp, bld.studies, runner, top=1, repeats=3, seed=1)
     assert runner.rounds[night1] == ["1", "baseline"], runner.rounds
@@ -45,3 +50,55 @@ def test_a_confirmation_of_the_same_search_continues_in_its_own_rounds(tmp_path:
     runner = _Scripted(bld, {"0": [7.7] * 6, "baseline": BASELINE})
     confirm(bld.exp, bld.studies, runner, top=1, repeats=3, seed=1)
     assert runner.rounds[0] == ["baseline"]
+
+
+class _Died(Exception):
+    """The process died between two rounds (SIGKILL, a node drained mid-night)."""
+
+
+class _DiesAfter(_Scripted):
+    """``_Scripted`` that dies once, after it has measured ``rounds`` rounds in all."""
+
+    def __init__(self, bld: Builder, script: dict[str, list[float]], rounds: int) -> None:
+        super().__init__(bld, script)
+        self.dies_after: int | None = rounds
+
+    def run_reference(self, studies: Any, entries: list[dict[str, Any]],
+                      then: Any = None) -> int:
+        def dying() -> list[dict[str, Any]]:
+            if self.dies_after is not None and len(self.rounds) >= self.dies_after:
+                self.dies_after = None
+                raise _Died
+            return list(then()) if then is not None else []
+        return super().run_reference(studies, entries, then=dying)
+
+
+# test_tiebreak's confirmation: round 1, two looks (repeats 3), then two tie-breaks.
+_SCRIPT = {"0": [7.7, 12.2, 12.2, 7.7, 7.7, 7.7], "1": [9.8, 9.7, 10.9, 10.0, 9.9, 9.9],
+           "2": [10.7], "baseline": BASELINE[3:]}
+_WHOLE = [["0", "1", "2", "baseline"], ["0", "1", "baseline"], ["0", "1", "baseline"],
+          ["0", "1"], ["0", "1"]]
+
+
+@pytest.mark.parametrize("dies_after", [1, 2, 3, 4])
+def test_a_confirmation_resumed_after_a_crash_looks_no_more_than_its_repeats(
+        tmp_path: Path, dies_after: int) -> None:
+    # Statistics review (2026-12-06): a confirmation resumed on the same search counted its
+    # looks from 1 again: killed after round 2 of 3, it measured rounds 3 and 4 (a look more
+    # than its levels were split for), killed in the tie-breaks, two looks and two tie-breaks
+    # more. Resumed, it does what the uninterrupted one does, round for round.
+    bld = Builder(builder_experiment(), tmp_path)
+    for settings, v in ((FIRST, 7.5), (SECOND, 9.5), (THIRD, 10.9)):
+        bld.add("search", "search", settings, m(v))
+    for v in BASELINE[:3]:
+        bld.add("reference", "baseline", bld.exp.baseline_settings(), m(v))
+    runner = _DiesAfter(bld, _SCRIPT, dies_after)
+    with pytest.raises(_Died):
+        confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
+    assert bld.studies.search.user_attrs[ROUNDS_ATTR]["open"] is True
+    confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
+    assert runner.rounds == _WHOLE
+    assert bld.studies.search.user_attrs[ROUNDS_ATTR]["open"] is False
+    # Its levels are the ones it was planned with: no early look could decide (3 rounds).
+    assert bld.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.95
+    assert LOOK_CONFIDENCE_ATTR not in bld.studies.search.user_attrs

@@ -110,7 +110,9 @@ def test_the_tiebreak_can_turn_the_choice_to_the_truly_better_candidate(tmp_path
 
 class _Scripted:
     """A ReferenceRunner that measures each configuration from a script: the next value of its
-    list, one completed trial per entry, then asks ``then`` for the next round."""
+    list, one completed trial per entry, then asks ``then`` for the next round (also when it
+    was given none, as ``StudyRunner.run_reference`` does: a resumed confirmation's first
+    round may be held already)."""
 
     def __init__(self, bld: Builder, script: dict[str, list[float]]) -> None:
         self.bld, self.script = bld, {k: list(v) for k, v in script.items()}
@@ -119,15 +121,17 @@ class _Scripted:
     def run_reference(self, studies: Studies, entries: list[dict[str, Any]],
                       then: Callable[[], list[dict[str, Any]]] | None = None) -> int:
         done = 0
-        while entries:
-            self.rounds.append(sorted(str(e["candidate"]) for e in entries))
+        while True:
+            if entries:
+                self.rounds.append(sorted(str(e["candidate"]) for e in entries))
             for e in entries:
                 attrs = {k: v for k, v in e.items() if k not in ("kind", "settings")}
                 self.bld.add("reference", e["kind"], e["settings"],
                              m(self.script[str(e["candidate"])].pop(0)), **attrs)
                 done += 1
             entries = then() if then is not None else []
-        return done
+            if not entries:
+                return done
 
 
 def test_the_confirmation_breaks_a_tie_at_most_twice_and_leaves_the_baseline_out(

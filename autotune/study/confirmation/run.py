@@ -10,7 +10,8 @@ favouring whichever ran first.
 Confirmation trials live in the reference study with user attrs ``kind="confirm"``,
 ``candidate`` (the search trial number, or ``"baseline"``), ``round`` (1-based) and
 ``settings``; they never count as search trials. A (configuration, round) pair that already
-completed, or is queued, is not scheduled again, so a resumed confirm continues where it stopped.
+completed, or is queued, is not scheduled again, so a resumed confirm continues where it stopped
+(and one that did not finish counts the looks and tie-breaks it already had: ``held_rounds``).
 Configurations are matched by their settings, not by trial number.
 
 What follows round 1: the sequential looks (``looks``), at most one extension round
@@ -151,8 +152,7 @@ def confirm(
     for line in st.fail_orphans(studies, exp.max_trial_seconds):
         log.warning("%s", line)
     search = [trial_summary(t) for t in studies.search.get_trials(deepcopy=False)]
-    reference = [{**trial_summary(t), "candidate": t.user_attrs.get("candidate"),
-                  "round": t.user_attrs.get("round")}
+    reference = [{**trial_summary(t), **{k: t.user_attrs.get(k) for k in ROUND_ATTRS}}
                  for t in studies.reference.get_trials(deepcopy=False)]
     sequential = sequential and len(directions(exp)) == 1
     if sequential and repeats < MIN_RUNS:
@@ -168,12 +168,21 @@ def confirm(
              else last_round(studies) if rounds_of else 0)
     schedule = plan(exp, search, reference, top=top, repeats=1 if sequential else repeats,
                     seed=seed, after_round=after)
+    # A confirmation of this search that did not finish (killed, or its night failed in it)
+    # is resumed as it was planned: what it measured in its own rounds counts against its
+    # looks, extension and tie-breaks, and its levels count only what was held before them.
+    # Any other call is a new confirmation after every round held (a later call with more
+    # --repeats, a night whose search added nothing: docs/report.md).
+    resumed = same_search and rounds_of.get("open") is True and "since_round" in rounds_of
+    since = int(rounds_of["since_round"]) if resumed else last_round(studies)
+    so_far = held_rounds(reference, since)
+    before_it = [t for t in reference if (t.get("round") or 0) <= since]
     if not schedule.candidates:
         log.warning("nothing to confirm: the search has no feasible completed trial")
         return 0
-    if not same_search:
-        studies.search.set_user_attr(ROUNDS_ATTR, {"search_trials": searched,
-                                                   "after_round": after})
+    record = {"search_trials": searched, "after_round": after, "since_round": since}
+    if not resumed:
+        studies.search.set_user_attr(ROUNDS_ATTR, {**record, "open": True})
     before = completed(studies)
     if schedule.entries or any(t["state"] == TrialState.WAITING.name for t in reference):
         log.info("confirming %s and the baseline: %d runs to go, %d done or queued",
@@ -187,8 +196,8 @@ def confirm(
     rng = random.Random(seed)
     # The verdict and the earlier looks hold at the highest level any confirmation of this
     # study used: a later call with other rounds must not lower them (nor a --fixed one).
-    levels = (look_levels(repeats, silent_looks(repeats, _prior_runs(reference,
-                                                                       schedule.candidates)))
+    prior = _prior_runs(before_it, schedule.candidates)
+    levels = (look_levels(repeats, silent_looks(repeats, prior))
               if sequential else LookLevels(1.0, sig.CONFIDENCE))
     verdict, interim = levels.verdict, levels.interim
     recorded = studies.search.user_attrs.get(CONFIDENCE_ATTR)
@@ -207,19 +216,21 @@ def confirm(
             LOOK_CONFIDENCE_ATTR):
         studies.search.set_user_attr(LOOK_CONFIDENCE_ATTR, interim)
     used = LookLevels(interim=interim, verdict=verdict)
-    _warn_if_no_adopt_possible(studies, _prior_runs(reference, schedule.candidates) + repeats,
+    _warn_if_no_adopt_possible(studies, prior + repeats,
                                len(schedule.candidates), repeats, verdict,
                                extendable=sequential and interim >= 1.0)
 
-    rounds = 1  # round 1 is the plan's
-    phase = "looks"
-    ties = 0
+    rounds = max(1, so_far.looks)  # round 1 is the plan's
+    # An extension ends the looks and leaves no tie-break; a tie-break, the looks.
+    phase = "ties" if so_far.extended or so_far.ties else "looks"
+    ties = TIE_BREAKS if so_far.extended else so_far.ties
 
     def next_look() -> list[dict[str, Any]]:
-        # Rounds are counted per call, not per study: a study continued night after night
-        # keeps earlier nights' confirmation rounds (they are evidence), and tonight's
-        # candidates still get their ``repeats`` looks, no more. Then at most one extension,
-        # then at most TIE_BREAKS tie-breaks; once a look has stopped the looks, no new look.
+        # Rounds are counted per confirmation (``held_rounds``), not per study: a study
+        # continued night after night keeps earlier nights' confirmation rounds (they are
+        # evidence), and a new search's candidates still get their ``repeats`` looks, no more.
+        # Then at most one extension, then at most TIE_BREAKS tie-breaks; once a look has
+        # stopped the looks, no new look.
         nonlocal rounds, phase, ties
         if phase == "looks":
             if rounds < repeats:
@@ -263,6 +274,7 @@ def confirm(
     # ~6 s before it scrapes a new target).
     runner.run_reference(studies, list(schedule.entries),
                          then=next_look if sequential else next_round)
+    studies.search.set_user_attr(ROUNDS_ATTR, {**record, "open": False})
     # Counted here rather than trusting the runner's count: queued trials already exist when
     # they run, which a "did a new trial appear" count misses.
     return completed(studies) - before
@@ -296,6 +308,41 @@ def _warn_if_no_adopt_possible(studies: st.Studies, runs: int, tonight: int, rep
                     "significance.separation_p); confirm fewer candidates (--top), more rounds "
                     "(--repeats) or more baseline repeats", runs, baseline, best * 100,
                     level * 100, k)
+
+
+ROUND_ATTRS = ("candidate", "round", "tiebreak", "extension")
+"""The user attrs of a reference trial that place it in a confirmation's rounds."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a confirmation already holds in its own rounds (``held_rounds``)."""
+
+    looks: int = 0
+    """Rounds of the looks: round 1 and each sequential round after it."""
+    extended: bool = False
+    ties: int = 0
+    """Tie-break rounds."""
+
+
+def held_rounds(reference: Sequence[Mapping[str, Any]], after: int) -> Held:
+    """The rounds after ``after`` (``ROUNDS_ATTR``'s ``since_round``: a resumed confirmation's
+    own) that the reference trials' summaries hold, in any state: a round that was queued was
+    a look's decision, even if its runs failed or a crash left them undone. Pure."""
+    looks: set[int] = set()
+    ties: set[int] = set()
+    extended = False
+    for t in reference:
+        number = t.get("round") or 0
+        if t.get("kind") != TrialKind.CONFIRM or number <= after:
+            continue
+        if t.get("tiebreak"):
+            ties.add(number)
+        elif t.get("extension"):
+            extended = True
+        else:
+            looks.add(number)
+    return Held(looks=len(looks), extended=extended, ties=len(ties))
 
 
 def _prior_runs(reference: Sequence[Mapping[str, Any]], candidates: Sequence[Pick]) -> int:
