@@ -3,14 +3,15 @@ exit 4) when nothing differs, and how often it alerts when production really bec
 Simulated, no I/O.
 
 A night's check as ``autotune.study.night.drift.check_drift`` runs it: ``--repeats`` rounds of
-production and the last recommendation (one run each a round), a look, then while the look is
-unclear (``more_rounds``) one more round, up to ``--extra`` runs; every look is
-``judge_drift``, the product's. Each read is ``median * exp(noise * z)``, production's median
-``1 - gain`` (minimize: ``gain`` > 0 is a real drift). Two rules for the "drifted" call's rank
-test: ``5% each look`` (the product before 2026-12-07) and ``drift_level`` (the looks share
-the 5%).
+production and the last recommendation (one run each a round), a look, then while production
+may still be better (``more_rounds``) one more round, up to ``--extra`` runs; every look is
+``judge_drift``, the product's. ``--stop-rule unclear``: the stop rule before 2026-12-07 (more
+rounds only while the recommendation's comparison was "unclear"), for the "before" table.
+Each read is ``median * exp(noise * z)``, production's median ``1 - gain`` (minimize: ``gain``
+> 0 is a real drift). Two rules for the "drifted" call's rank test: ``5% each look`` (the
+product before 2026-12-07) and ``drift_level`` (the looks share the 5%).
 
-    .venv/bin/python -m benchmarks.bench_drift_alert [--sims 10000] [--noise 0.2]
+    .venv/bin/python -m benchmarks.bench_drift_alert [--sims 10000] [--stop-rule unclear]
 
 Not a test: it prints rates for a human to judge (docs/measurements/drift-alert-2026-12-07.txt).
 """
@@ -24,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from autotune.study.night.drift import ALPHA, drift_level, judge_drift, more_rounds
+from autotune.study.night.drift import ALPHA, Drift, drift_level, judge_drift, more_rounds
 
 RECOMMENDATION = {"night": "simulated", "settings": {"GOMAXPROCS": 4}}
 RESAMPLES = 2000
@@ -32,8 +33,16 @@ RESAMPLES = 2000
 level is the rank test's, which is exact)."""
 
 
+def unclear_only(now: Drift, spent: int, extra: int) -> bool:
+    """The stop rule before 2026-12-07: more rounds only while the recommendation's comparison
+    was "unclear" (it stopped at "not better", also when production looked better but not yet
+    significantly)."""
+    return spent + 2 <= extra and (now.comparison is None
+                                   or now.comparison.outcome == "unclear")
+
+
 def night(gain: float, noise: float, repeats: int, extra: int, alpha: float,
-          rng: np.random.Generator) -> tuple[str, int]:
+          rng: np.random.Generator, old_stop: bool = False) -> tuple[str, int]:
     """One drift check: its status and how many runs it measured."""
     most = repeats + extra // 2
     recommended = list(np.exp(noise * rng.standard_normal(most)))
@@ -43,19 +52,19 @@ def night(gain: float, noise: float, repeats: int, extra: int, alpha: float,
         now = judge_drift(recommended[:n], production[:n], metric="p99", direction="minimize",
                           recommendation=RECOMMENDATION, production_settings={},
                           alpha=alpha, resamples=RESAMPLES)
-        if not more_rounds(now, spent, extra):
+        if not (unclear_only if old_stop else more_rounds)(now, spent, extra):
             return now.status, 2 * n
         n, spent = n + 1, spent + 2
 
 
-def row(args: tuple[float, float, int, int, str, int, int]) -> tuple[Counter[str], int]:
-    gain, noise, repeats, extra, rule, sims, seed = args
+def row(args: tuple[float, float, int, int, str, int, int, bool]) -> tuple[Counter[str], int]:
+    gain, noise, repeats, extra, rule, sims, seed, old_stop = args
     alpha = ALPHA if rule == "5% each look" else drift_level(repeats, extra)
     rng = np.random.default_rng(seed)
     statuses: Counter[str] = Counter()
     runs = 0
     for _ in range(sims):
-        status, measured = night(gain, noise, repeats, extra, alpha, rng)
+        status, measured = night(gain, noise, repeats, extra, alpha, rng, old_stop)
         statuses[status] += 1
         runs += measured
     return statuses, runs
@@ -70,14 +79,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--extra", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--stop-rule", choices=("settled", "unclear"), default="settled",
+                    help="unclear: the stop rule before 2026-12-07")
     args = ap.parse_args()
     start = time.monotonic()
     rules = ("5% each look", "drift_level")
-    print(f"noise {args.noise}, {args.repeats} rounds, --extra {args.extra}; drift_level: "
-          f"{drift_level(args.repeats, args.extra):.4g} a look")
+    print(f"noise {args.noise}, {args.repeats} rounds, --extra {args.extra}, stop rule "
+          f"{args.stop_rule}; drift_level: {drift_level(args.repeats, args.extra):.4g} a look")
     cells = [(gain, rule) for gain in (0.0, 0.1, 0.2, 0.3) for rule in rules]
     jobs = [(gain, args.noise, args.repeats, args.extra, rule,
-             args.sims if gain == 0 else args.power_sims, 1000 + i)
+             args.sims if gain == 0 else args.power_sims, 1000 + i, args.stop_rule == "unclear")
             for i, (gain, rule) in enumerate(cells)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(row, jobs))

@@ -585,6 +585,11 @@ class StudyRunner:
         restores it itself): nothing was applied, so only the claim goes."""
         self.backends.target.restore()
 
+    def close(self) -> None:
+        """Close the metric source (its HTTP session) when the night ends before ``run``,
+        which closes it itself."""
+        self.backends.source.close()
+
     def _clean_leftovers(self) -> None:
         clean_leftovers(self.backends)
 

@@ -115,7 +115,10 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
             except Exception as e:  # the error that ended the night matters more
                 log.error("could not give the target back: %s", e)
             finally:
-                runner.backends.source.close()
+                try:
+                    runner.close()
+                except Exception as e:  # as above: the night's own error goes on
+                    log.error("could not close the metric source: %s", e)
         raise
     studies, opening, budget, record = p.opening.studies, p.opening, p.budget, p.record
     drift_runs, skip, recommendation, rng = p.drift_runs, p.skip, p.recommendation, p.rng

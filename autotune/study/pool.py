@@ -165,6 +165,14 @@ class PoolRunner(StudyRunner):
         if errors:
             raise errors[0]
 
+    def close(self) -> None:
+        """Every member's metric source, not only the lead's (review finding, 2026-12-06)."""
+        for m in self.members:
+            try:
+                m.backends.source.close()
+            except Exception as e:  # close the others all the same
+                log.error("could not close %s's metric source: %s", m.name, e)
+
     def run(self, studies: st.Studies, budget: int,
             stop_rule: Callable[[st.Studies, list[float]], str | None] | None = None
             ) -> RunResult:
@@ -183,6 +191,8 @@ class PoolRunner(StudyRunner):
                     self.release()
                 except Exception as e:
                     log.error("could not give every member back: %s", e)
+                finally:
+                    self.close()
             raise
         shared = _Serialized(self.progress)
         queue_lock = threading.Lock()

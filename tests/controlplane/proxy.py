@@ -128,10 +128,13 @@ class FaultProxy:
             self.faults.append(fault)
         return fault
 
-    def on(self, method: str, path: str, callback: Any, *, times: int = 1) -> Fault:
+    def on(self, method: str, path: str, callback: Any, *, times: int = 1,
+           body_contains: str | None = None) -> Fault:
         """Run ``callback()`` before forwarding the next matching request (something happens
-        in the cluster right between two of the client's requests)."""
-        fault = Fault(method, re.compile(path), "hook", None, times, callback=callback)
+        in the cluster right between two of the client's requests); ``body_contains``: only
+        a request whose body contains that text."""
+        fault = Fault(method, re.compile(path), "hook", None, times, callback=callback,
+                      body_contains=body_contains)
         with self.lock:
             self.faults.append(fault)
         return fault

@@ -117,3 +117,33 @@ def test_autotunes_share_of_an_entry_it_re_added_is_not_given_back(world: World)
     assert _env_fields(_managers(world).get("autotune")) == {}
     _declare(world, [{"name": "LOG_LEVEL", "value": "info"}], manager="night-shift")
     assert world.template_env() == [{"name": "LOG_LEVEL", "value": "info"}]
+
+
+def test_ownership_comes_back_after_a_burst_of_writes_to_the_deployment(world: World) -> None:
+    # Review finding (2026-12-06): a conflict was retried at once, 5 times, so a burst of
+    # other writes (the Deployment controller's status updates during the restore's rollout)
+    # longer than 5 round trips left the ownership with autotune. Here every give-back patch in
+    # the first 0.5 s of the clock meets another writer's change first (a real 409 from the
+    # API server: the patch carries the resourceVersion it read); the retries wait 0.1 s,
+    # doubling, and the fourth comes after the burst.
+    before = _declared_by_gitops(world, ORIGINAL_ENV)
+    target = world.target()
+    target.apply({"GOMAXPROCS": "4"})
+    burst: list[float] = []
+
+    def another_writer() -> None:
+        now = world.clock.monotonic()
+        burst.append(now)
+        if now < burst[0] + 0.5:
+            world.patch("deployments", "api",
+                        {"metadata": {"annotations": {"example.com/touched": str(now)}}},
+                        "merge")
+
+    world.proxy.on("PATCH", r"/deployments/api$", another_writer, times=10**9,
+                   body_contains="managedFields")
+    target.restore()
+    assert world.template_env() == ORIGINAL_ENV
+    assert len(burst) > 1  # it met the burst, and tried again
+    assert _env_fields(_managers(world).get(GITOPS)) == before
+    _declare(world, [{"name": "LOG_LEVEL", "value": "info"}])
+    assert world.template_env() == [{"name": "LOG_LEVEL", "value": "info"}]

@@ -278,6 +278,8 @@ def test_a_check_goes_on_while_production_may_be_better() -> None:
     assert not drift.more_rounds(first, spent=6, extra=6)
     equivalent = _judge([6.00, 6.01, 6.02], [6.01, 6.00, 6.02])
     assert equivalent.settled and not drift.more_rounds(equivalent, spent=0, extra=6)
+    # Every run of a side failed so far: more runs can still say something.
+    assert drift.more_rounds(_judge([], [5.0, 5.1, 5.2]), spent=0, extra=6)
 
 
 def test_a_drift_check_alerts_at_most_5_percent_of_nights_when_nothing_differs() -> None:

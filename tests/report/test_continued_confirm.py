@@ -6,6 +6,7 @@ did not finish is resumed as planned."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ def test_the_second_nights_first_round_measures_the_baseline(tmp_path: Path) -> 
     night1 = len(runner.rounds)
     assert runner.rounds[0] == ["0", "baseline"]
     assert bld.studies.search.user_attrs[ROUNDS_ATTR] == {
-        "search_trials": 1, "after_round": 0, "since_round": 0, "open": False}
+        "search_trials": 1, "after_round": 0, "since_round": 0, "open": False,
+        "options": {"top": 1, "repeats": 3, "sequential": True}}
     bld.add("search", "search", SECOND, m(7.0))  # night 2's search finds a better one
     confirm(bld.exp, bld.studies, runner, top=1, repeats=3, seed=1)
     assert runner.rounds[night1] == ["1", "baseline"], runner.rounds
@@ -102,3 +104,57 @@ def test_a_confirmation_resumed_after_a_crash_looks_no_more_than_its_repeats(
     # Its levels are the ones it was planned with: no early look could decide (3 rounds).
     assert bld.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.95
     assert LOOK_CONFIDENCE_ATTR not in bld.studies.search.user_attrs
+
+
+def _three(tmp: Path) -> Builder:
+    bld = Builder(builder_experiment(), tmp)
+    for settings, v in ((FIRST, 7.5), (SECOND, 9.5), (THIRD, 10.9)):
+        bld.add("search", "search", settings, m(v))
+    for v in BASELINE[:3]:
+        bld.add("reference", "baseline", bld.exp.baseline_settings(), m(v))
+    return bld
+
+
+def _close_to_the_baseline() -> dict[str, list[float]]:
+    """Every configuration within noise of the baseline (sd 1.2 around 18.5-19): no look
+    decides, so each confirmation of the search takes all its looks."""
+    rng = random.Random(0)
+    return {who: [round(rng.gauss(mean, sd), 1) for _ in range(20)]
+            for who, mean, sd in (("0", 18.5, 1.2), ("1", 19, 1.2), ("2", 19, 1.2),
+                                  ("baseline", 19, 1.0))}
+
+
+def test_a_later_confirmation_of_the_same_search_resumes_as_planned(tmp_path: Path) -> None:
+    # Review finding (2026-12-07): a confirmation that was a later call on the same search
+    # (a night whose search added nothing) held its plan's round before its own rounds, and
+    # its resume did not count it: killed after its first look round, it looked once more than
+    # the uninterrupted one.
+    def two_calls(bld: Builder, runner: _Scripted) -> tuple[int, list[list[Any]]]:
+        confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)  # finished
+        first = len(runner.rounds)
+        try:  # the same search again: a night whose search added nothing
+            confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
+        except _Died:
+            confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
+        return first, runner.rounds[first:]
+
+    bld = _three(tmp_path / "whole")
+    first, whole = two_calls(bld, _Scripted(bld, _close_to_the_baseline()))
+    assert len(whole) == 2  # its two looks (the plan's round was held): one to die after
+    bld = _three(tmp_path / "killed")
+    assert two_calls(bld, _DiesAfter(bld, _close_to_the_baseline(), first + 1)) == (first, whole)
+
+
+def test_a_confirmation_resumed_with_other_options_is_a_new_one(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Its looks were taken at the levels of 3 rounds; going on with 5 would take more at other
+    # levels, covered by neither plan: a new confirmation after every round held, said so.
+    bld = _three(tmp_path)
+    runner = _DiesAfter(bld, _close_to_the_baseline(), 2)
+    with pytest.raises(_Died):
+        confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
+    confirm(bld.exp, bld.studies, runner, top=3, repeats=5, seed=1)
+    assert "did not finish and had other options" in caplog.text
+    record = bld.studies.search.user_attrs[ROUNDS_ATTR]
+    assert record["since_round"] == 2 and record["options"]["repeats"] == 5
+    assert not record["open"]

@@ -5,6 +5,7 @@ tests/kubernetes/test_pool.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -25,7 +26,8 @@ from autotune.experiment import Experiment, parse_experiment
 from autotune.live import Live
 from autotune.platforms import simulated
 from autotune.progress import SilentProgress
-from autotune.report import build_report, document, markdown
+from autotune.report import build_report, document, history, markdown
+from autotune.study import nightly
 from autotune.study.confirmation.candidates import BASELINE
 from autotune.study.confirmation.run import confirm
 from autotune.study.confirmation.standing import pooled_values
@@ -333,3 +335,53 @@ def test_validate_says_the_target_is_a_pool_and_refuses_a_shared_namespace(
     bad.write_text(yaml.safe_dump(kube_doc([{"namespace": "a"}])))
     assert cli.main(["validate", str(bad)]) == ExitCode.CONFIG
     assert "target.kubernetes.pool[0].namespace: 'a'" in capsys.readouterr().err
+
+
+class Closes:
+    """A member's metric source that records whether it was closed."""
+
+    def __init__(self, inner: simulated.SimulatedMetrics) -> None:
+        self.inner, self.closed = inner, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class RefusesCleanup:
+    """A member's target whose claim fails (a dead run's leftovers it may not remove)."""
+
+    def __init__(self, inner: simulated.SimulatedService) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def cleanup(self) -> list[str]:
+        raise TargetError("the member's leftovers may not be removed")
+
+
+@pytest.mark.parametrize("fails", ["claim", "design"])
+def test_a_pool_night_that_fails_before_its_members_run_closes_every_metric_session(
+        tmp_path: Path, fails: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review finding (2026-12-06): a night that failed before its run closed only the lead's
+    # Prometheus session; the other members' stayed open until the process ended.
+    exp = parse_experiment(yaml.safe_dump(DOC))
+    pool = []
+    for i, m in enumerate(members(tmp_path, exp, 3)):
+        target = RefusesCleanup(m.backends.target) if fails == "claim" and i == 2 else None
+        pool.append(dataclasses.replace(m, backends=dataclasses.replace(
+            m.backends, source=Closes(m.backends.source),
+            target=target or m.backends.target)))
+    if fails == "design":
+        def refuse(*args: Any, **kwargs: Any) -> int:
+            raise StudyError("the design could not be queued")
+        monkeypatch.setattr("autotune.study.pool.enqueue_design", refuse)
+    runner = PoolRunner(exp, pool, progress=SilentProgress(),
+                        journal=Journal(tmp_path / "trials.jsonl"), experiment_hash="t")
+    with pytest.raises((TargetError, StudyError)):
+        nightly.run_night(exp, f"sqlite:///{tmp_path}/study.db", runner,
+                          nightly.NightOptions(budget=3), history.verdict_record)
+    assert [m.backends.source.closed for m in pool] == [True, True, True]  # type: ignore[attr-defined]

@@ -680,11 +680,12 @@ class KubernetesTarget:
     def _give_back(self, original: Original, dep: Obj) -> Obj:
         """Set the ownership of the restored entries back to what was recorded with them
         (managedfields.py says why). Optimistic: the Deployment controller's status writes
-        move the resourceVersion during a rollout, so a conflict re-reads and tries again. Not
-        fatal: the env is back; a later apply of the declaring tool is warned about."""
+        move the resourceVersion during a rollout, so a conflict waits (0.1 s, doubling: they
+        come in bursts), re-reads and tries again, 5 times in all. Not fatal: the env is back;
+        a later apply of the declaring tool is warned about."""
         recorded = {v: o for v, o in original.owners.items() if original.env.get(v) is not None}
         why = ""
-        for _ in range(5):
+        for attempt in range(5):
             fields = managedfields.given_back(_managed_fields(dep), original.container, recorded)
             if fields is None:
                 return dep
@@ -700,6 +701,9 @@ class KubernetesTarget:
                 break
             except Conflict:
                 why = "the Deployment kept changing"
+                if attempt == 4:
+                    break
+                self.clock.sleep(0.1 * 2 ** attempt)
                 try:
                     dep = self._deployment()
                 except (ApiError, TargetError) as e:  # the env is back: said, not raised

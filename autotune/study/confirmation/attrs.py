@@ -33,19 +33,20 @@ RULE = 3
 2026-12-04 (d), 2 before)."""
 
 ROUNDS_ATTR = "confirm_rounds"
-"""Search-study user attr: ``{"search_trials": n, "after_round": r, "since_round": s, "open":
-bool}``, the search this study's latest confirmation confirmed (its measured search trials), the
-last round before that search's first confirmation round, the last round before this call's
-first, and whether the call has not finished (set before its first round, cleared after its
-last). A confirmation of the same search continues in those rounds, its done slots held; one
-still open (killed, or its night failed in it) is resumed as planned: the looks, extension and
-tie-breaks it had count (``run.held_rounds`` after ``since_round``), its levels count the runs
-held before ``since_round``. Once the search has gone on (the next night of a continued study),
+"""Search-study user attr: ``{"search_trials": n, "after_round": r, "since_round": s, "options":
+{"top", "repeats", "sequential"}, "open": bool}``, the search this study's latest confirmation
+confirmed (its measured search trials), the last round before that search's first confirmation
+round, the last round before this call's first, its options, and whether the call has not
+finished (set before its first round, cleared after its last). A confirmation of the same
+search continues in those rounds, its done slots held; one still open (killed, or its night
+failed in it) with the same options is resumed as planned: the looks, extension and tie-breaks
+it had count (``run.held_rounds`` after ``since_round``), its levels count the runs held before
+``since_round``. Once the search has gone on (the next night of a continued study),
 tonight's rounds are numbered after every earlier one, so that round 1 is not taken for the
 earlier night's round 1 (its baseline slot held, tonight's candidates confirmed against no new
 baseline run). Absent in a study confirmed before 2026-12-06: its next confirmation counts
-rounds from 1, as then, and records it; without ``since_round`` and ``open`` (before
-2026-12-07) a call is never taken for a resume."""
+rounds from 1, as then, and records it; without ``since_round``, ``options`` and ``open``
+(before 2026-12-07) a call is never taken for a resume."""
 
 EXTENSION_ATTR = "confirm_extension"
 """Search-study user attr: ``{settings key: Extension as a dict}`` for each candidate given an

@@ -168,20 +168,20 @@ def confirm(
              else last_round(studies) if rounds_of else 0)
     schedule = plan(exp, search, reference, top=top, repeats=1 if sequential else repeats,
                     seed=seed, after_round=after)
-    # A confirmation of this search that did not finish (killed, or its night failed in it)
-    # is resumed as it was planned: what it measured in its own rounds counts against its
-    # looks, extension and tie-breaks, and its levels count only what was held before them.
-    # Any other call is a new confirmation after every round held (a later call with more
-    # --repeats, a night whose search added nothing: docs/report.md).
-    resumed = same_search and rounds_of.get("open") is True and "since_round" in rounds_of
-    since = int(rounds_of["since_round"]) if resumed else last_round(studies)
+    options = {"top": top, "repeats": repeats, "sequential": sequential}
+    resumed, since = _resumes(studies, rounds_of, same_search, options)
     so_far = held_rounds(reference, since)
     before_it = [t for t in reference if (t.get("round") or 0) <= since]
     if not schedule.candidates:
         log.warning("nothing to confirm: the search has no feasible completed trial")
         return 0
-    record = {"search_trials": searched, "after_round": after, "since_round": since}
-    if not resumed:
+    record = {"search_trials": searched, "after_round": after, "since_round": since,
+              "options": options}
+    if resumed:
+        log.info("resuming the confirmation begun after round %d: %d look round(s), %s, "
+                 "%d tie-break(s) already", since, so_far.looks,
+                 "its extension" if so_far.extended else "no extension", so_far.ties)
+    else:
         studies.search.set_user_attr(ROUNDS_ATTR, {**record, "open": True})
     before = completed(studies)
     if schedule.entries or any(t["state"] == TrialState.WAITING.name for t in reference):
@@ -220,7 +220,9 @@ def confirm(
                                len(schedule.candidates), repeats, verdict,
                                extendable=sequential and interim >= 1.0)
 
-    rounds = max(1, so_far.looks)  # round 1 is the plan's
+    # Round 1 is the plan's: held before ``since`` when this call is a later one on the same
+    # search (its slots were done), else among the rounds it holds itself.
+    rounds = max(1, so_far.looks + (1 if since > after else 0))
     # An extension ends the looks and leaves no tie-break; a tie-break, the looks.
     phase = "ties" if so_far.extended or so_far.ties else "looks"
     ties = TIE_BREAKS if so_far.extended else so_far.ties
@@ -308,6 +310,28 @@ def _warn_if_no_adopt_possible(studies: st.Studies, runs: int, tonight: int, rep
                     "significance.separation_p); confirm fewer candidates (--top), more rounds "
                     "(--repeats) or more baseline repeats", runs, baseline, best * 100,
                     level * 100, k)
+
+
+def _resumes(studies: st.Studies, rounds_of: Mapping[str, Any], same_search: bool,
+             options: Mapping[str, Any]) -> tuple[bool, int]:
+    """Whether this call resumes a confirmation that did not finish (killed, or its night
+    failed in it: ``ROUNDS_ATTR`` still open) of the same search with the same options, and
+    the last round before that confirmation's own (else before this call's). Resumed, it goes
+    on as it was planned: what it measured in its own rounds counts against its looks,
+    extension and tie-breaks (``held_rounds``), and its levels count only what was held
+    before them. Any other call is a new confirmation after every round held (a later call
+    with more --repeats, a night whose search added nothing: docs/report.md)."""
+    if not (same_search and rounds_of.get("open") is True and "since_round" in rounds_of):
+        return False, last_round(studies)
+    since = int(rounds_of["since_round"])
+    if rounds_of.get("options") != dict(options):
+        # Its looks were taken at its own levels; more at other levels are covered by neither
+        # plan: a new confirmation instead, the earlier runs held before it.
+        log.warning("the confirmation begun after round %d did not finish and had other "
+                    "options (%s; now %s): this is a new confirmation of its candidates",
+                    since, rounds_of.get("options"), dict(options))
+        return False, last_round(studies)
+    return True, since
 
 
 ROUND_ATTRS = ("candidate", "round", "tiebreak", "extension")

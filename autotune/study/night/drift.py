@@ -6,10 +6,11 @@ its load or its platform moves; the check says so instead of silently keeping it
 "adopt", in any study of the experiment) and the production setting (``baseline.params``: "the
 settings in production today") are re-measured against each other in interleaved rounds: each
 round measures both once, in a shuffled order (``repeats`` rounds, queued before the search, so
-a night cut short still has them); then, while the comparison is unclear, more rounds until
-``extra`` more runs are spent. Only tonight's drift runs count (older measurements would mask a
-drift). The comparison is the report's: relative improvement of the median, 95% bootstrap CI,
-and "better" also needs the exact rank test (``significance.separation_p``).
+a night cut short still has them); then, while production may still be better (or a side has
+no run yet: ``more_rounds``), more rounds until ``extra`` more runs are spent. Only tonight's
+drift runs count (older measurements would mask a drift). The comparison is the report's:
+relative improvement of the median, 95% bootstrap CI, and "better" also needs the exact rank
+test (``significance.separation_p``).
 
 - **still best**: the recommendation is significantly better than production (rank test at 5%);
 - **drifted**: production is significantly better than the recommendation (the same call the
@@ -154,7 +155,7 @@ def judge_drift(recommended: Sequence[float], production: Sequence[float], *, me
                f"adopted on night {recommendation['night']})"
     if not recommended or not production:
         return Drift("inconclusive", f"inconclusive: {rec_text} or production has no completed "
-                     "drift run tonight", dict(recommendation), None, runs)
+                     "drift run tonight", dict(recommendation), None, runs, settled=False)
     c = sig.compare(recommended, production, metric=metric, direction=direction,
                     resamples=resamples)
     if c.outcome == "better":
@@ -195,8 +196,8 @@ def check_drift(exp: Experiment, studies: st.Studies, runner: StudyRunner, night
                 recommendation: Mapping[str, Any] | None, skip: str | None, *, extra: int,
                 rng: random.Random, first_round: int) -> Drift:
     """Tonight's verdict on the last recommendation, after the queued rounds (run before the
-    search; ``first_round - 1`` of them): more rounds while the comparison is unclear, up to
-    ``extra`` runs, every look's "drifted" at ``drift_level``."""
+    search; ``first_round - 1`` of them): more rounds while production may still be better
+    (``more_rounds``), up to ``extra`` runs, every look's "drifted" at ``drift_level``."""
     if skip is not None or recommendation is None:
         return Drift("skipped", f"no drift check: {skip}", None if recommendation is None
                      else dict(recommendation))
