@@ -75,6 +75,16 @@ class _DiesAfter(_Scripted):
         return super().run_reference(studies, entries, then=dying)
 
 
+def _three(tmp: Path) -> Builder:
+    """test_tiebreak's three candidates and the baseline's repeats."""
+    bld = Builder(builder_experiment(), tmp)
+    for settings, v in ((FIRST, 7.5), (SECOND, 9.5), (THIRD, 10.9)):
+        bld.add("search", "search", settings, m(v))
+    for v in BASELINE[:3]:
+        bld.add("reference", "baseline", bld.exp.baseline_settings(), m(v))
+    return bld
+
+
 # test_tiebreak's confirmation: round 1, two looks (repeats 3), then two tie-breaks.
 _SCRIPT = {"0": [7.7, 12.2, 12.2, 7.7, 7.7, 7.7], "1": [9.8, 9.7, 10.9, 10.0, 9.9, 9.9],
            "2": [10.7], "baseline": BASELINE[3:]}
@@ -89,11 +99,7 @@ def test_a_confirmation_resumed_after_a_crash_looks_no_more_than_its_repeats(
     # looks from 1 again: killed after round 2 of 3, it measured rounds 3 and 4 (a look more
     # than its levels were split for), killed in the tie-breaks, two looks and two tie-breaks
     # more. Resumed, it does what the uninterrupted one does, round for round.
-    bld = Builder(builder_experiment(), tmp_path)
-    for settings, v in ((FIRST, 7.5), (SECOND, 9.5), (THIRD, 10.9)):
-        bld.add("search", "search", settings, m(v))
-    for v in BASELINE[:3]:
-        bld.add("reference", "baseline", bld.exp.baseline_settings(), m(v))
+    bld = _three(tmp_path)
     runner = _DiesAfter(bld, _SCRIPT, dies_after)
     with pytest.raises(_Died):
         confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
@@ -104,15 +110,6 @@ def test_a_confirmation_resumed_after_a_crash_looks_no_more_than_its_repeats(
     # Its levels are the ones it was planned with: no early look could decide (3 rounds).
     assert bld.studies.search.user_attrs[CONFIDENCE_ATTR] == 0.95
     assert LOOK_CONFIDENCE_ATTR not in bld.studies.search.user_attrs
-
-
-def _three(tmp: Path) -> Builder:
-    bld = Builder(builder_experiment(), tmp)
-    for settings, v in ((FIRST, 7.5), (SECOND, 9.5), (THIRD, 10.9)):
-        bld.add("search", "search", settings, m(v))
-    for v in BASELINE[:3]:
-        bld.add("reference", "baseline", bld.exp.baseline_settings(), m(v))
-    return bld
 
 
 def _close_to_the_baseline() -> dict[str, list[float]]:
