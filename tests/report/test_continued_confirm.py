@@ -150,7 +150,8 @@ def test_a_confirmation_resumed_with_other_options_is_a_new_one(
     runner = _DiesAfter(bld, _close_to_the_baseline(), 2)
     with pytest.raises(_Died):
         confirm(bld.exp, bld.studies, runner, top=3, repeats=3, seed=1)
-    confirm(bld.exp, bld.studies, runner, top=3, repeats=5, seed=1)
+    with caplog.at_level("WARNING", logger="autotune.study.confirmation.run"):
+        confirm(bld.exp, bld.studies, runner, top=3, repeats=5, seed=1)
     assert "did not finish and had other options" in caplog.text
     record = bld.studies.search.user_attrs[ROUNDS_ATTR]
     assert record["since_round"] == 2 and record["options"]["repeats"] == 5
