@@ -4,7 +4,8 @@ Undo steps (recover the stress, restore the target) run inside ``shielded()``: a
 arrives then is remembered and raised when the undo is complete, so an impatient second Ctrl-C
 can never leave stress running or a target half-configured. ``shielded(deliver=False)`` keeps it
 pending after the block instead, for ``deliver_pending()`` to raise where an interrupt loses
-nothing (recording a finished trial must not turn it into a failed one).
+nothing (recording a finished trial must not turn it into a failed one). An undo step that
+fails keeps its own error: the signal then stays pending (see ``shielded``).
 
 The CLI installs the handlers for the whole of a command, before anything else: as PID 1 of a
 PID namespace (a container) the process gets only the signals it handles, the others are
@@ -14,6 +15,7 @@ discarded by the kernel, not deferred (pid_namespaces(7)).
 from __future__ import annotations
 
 import _thread
+import logging
 import os
 import signal
 import sys
@@ -22,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -87,6 +91,9 @@ def signals_as_exceptions() -> Iterator[None]:
         for s, h in previous.items():
             signal.signal(s, h)
         sys.unraisablehook = previous_hook
+        # One still held back (an undo's own error outranked it) ends with the command: raised
+        # later, it would interrupt whatever this process does next.
+        _state.pending = None
 
 
 @contextmanager
@@ -95,14 +102,23 @@ def shielded(*, deliver: bool = True) -> Iterator[None]:
 
     ``deliver=False``: a signal that arrived in the block stays pending after it, until
     ``deliver_pending()`` (or the end of the next delivering ``shielded()`` block) raises it.
+
+    When the block itself raises (an undo step that failed), its error goes on and the signal
+    stays pending: what could not be undone outranks the interrupt, and in its place the run
+    would say "stress removed and target restored" and exit 130 with the target not restored.
     """
     _state.depth = _depth() + 1
     try:
         yield
-    finally:
+    except BaseException:
         _state.depth -= 1
-        if deliver:
-            deliver_pending()
+        if getattr(_state, "pending", None) and _depth() == 0:
+            log.warning("%s arrived while undoing; the undo's own error is reported instead",
+                        _state.pending)
+        raise
+    _state.depth -= 1
+    if deliver:
+        deliver_pending()
 
 
 def deliver_pending() -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from autotune import redaction
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
 from autotune.study.confirmation.run import confirm
@@ -143,7 +144,7 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
             try:
                 records.save(studies, {**record, "status": _status(e),
                                        "finished": records.timestamp(),
-                                       "error": str(e) or type(e).__name__})
+                                       "error": redaction.scrub(str(e)) or type(e).__name__})
             except Exception as saving:  # the original error matters more
                 log.error("could not record the night's end: %s", saving)
         raise

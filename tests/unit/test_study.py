@@ -12,7 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.errors import ChaosError, StudyError
+from autotune.errors import ChaosError, NotUndone, StudyError, TargetError
 from autotune.experiment.models import Experiment
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
@@ -298,6 +298,33 @@ def test_a_sigterm_is_not_lost_when_removing_the_stress_fails(tmp_path: Path) ->
     state = r.world.load()
     assert state["active"] == {} and state["applied"] is None
     assert completed_search(r.studies().search) == 0
+
+
+class _SignalledRestoreFails:
+    """The run's final restore: a SIGTERM arrives while it waits (the operator deletes the Job
+    as the rollout hangs), then the restore fails."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def restore(self, best: Any = None) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # held back: the restore is shielded
+        raise TargetError("rollout of the original did not finish in 300 s")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_sigterm_during_a_restore_that_fails_reports_the_restore(tmp_path: Path) -> None:
+    # The held-back SIGTERM was raised as the shielded restore ended, in place of its error:
+    # the CLI then said "stress removed and target restored" and exited 130, the candidate
+    # still applied. What could not be undone outranks the interrupt.
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.backends = Backends(_SignalledRestoreFails(r.backends.target), r.backends.injector,
+                          r.backends.source)
+    with signals_as_exceptions(), pytest.raises(NotUndone, match="target: rollout"):
+        r.run(budget=1)
+    assert r.world.load()["applied"] is not None  # what the error says: not restored
 
 
 def test_status_text_and_json(tmp_path: Path) -> None:
