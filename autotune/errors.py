@@ -54,6 +54,21 @@ class AutotuneError(Exception):
     """
 
     exit_code: ClassVar[ExitCode] = ExitCode.CONFIG
+    transient: ClassVar[bool] = False
+    """The same request may well succeed in a minute (an API server restarting, a 503): an undo
+    step that failed so is tried again (``is_transient``)."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` or what caused it (``raise ... from``) is ``transient``."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, AutotuneError) and e.transient:
+            return True
+        seen.add(id(e))
+        e = e.__cause__
+    return False
 
 
 class ExperimentError(AutotuneError):

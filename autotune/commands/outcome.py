@@ -9,9 +9,20 @@ import sys
 from collections.abc import Callable
 
 from autotune import redaction
-from autotune.errors import AutotuneError, ExitCode, ExperimentError, ExperimentUnreadable
+from autotune.errors import (
+    AutotuneError,
+    ExitCode,
+    ExperimentError,
+    ExperimentUnreadable,
+    NotUndone,
+)
 
 log = logging.getLogger("autotune")
+
+UNDO_ADVICE = ("what the error names is left as it is: once its cause is fixed, `autotune "
+               "cleanup <experiment file>` removes the stress autotune started and puts back "
+               "the env it saved (on a cluster once this run's Lease has expired: the longest "
+               "trial plus a margin)")
 
 
 def guarded(step: Callable[[], int]) -> ExitCode:
@@ -31,6 +42,8 @@ def guarded(step: Callable[[], int]) -> ExitCode:
         problems = getattr(e, "problems", None) or [str(e)]
         for problem in problems:  # a URL's credentials in a library's words: masked
             print(f"error: {redaction.scrub(str(problem))}", file=sys.stderr)
+        if isinstance(e, NotUndone):  # what the operator paged at 3 a.m. does next
+            print(UNDO_ADVICE, file=sys.stderr)
         return e.exit_code
     except Exception:
         log.exception("internal error (a bug in autotune; please report it with this trace)")

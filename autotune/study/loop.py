@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import __version__, redaction
 from autotune.clock import Clock
-from autotune.errors import NotUndone, StressNotRecovered, StudyError
+from autotune.errors import NotUndone, StressNotRecovered, StudyError, is_transient
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design, screening
 from autotune.study import storage as st
@@ -42,6 +42,11 @@ from autotune.study.space import suggest, to_env
 from autotune.study.trial import Backends, Screened, TrialContext, TrialFailed, run_phases
 
 log = logging.getLogger(__name__)
+
+UNDO_PATIENCE = 300.0
+"""Seconds the run's end keeps trying undo steps that fail transiently (``_patiently``). After a
+SIGTERM it runs inside the CronJob's grace period (deploy/base/cronjob.yaml): a SIGKILL then
+ends it as it would have ended the run without the retries, the target not restored."""
 
 # We log every trial ourselves (with its failure reason); Optuna's own lines would repeat them.
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -85,6 +90,13 @@ MEASURED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 def completed_search(study: optuna.Study) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False, states=MEASURED) if is_search(t))
+
+
+def finish_env(exp: Experiment, study: optuna.Study) -> dict[str, str | None] | None:
+    """The env a run ends with under ``on_finish: best`` (the best feasible search trial's;
+    ``Target.restore`` ignores it otherwise); None when there is none."""
+    best = best_summary(exp, study)
+    return to_env(exp, best["settings"]) if best is not None and "settings" in best else None
 
 
 def best_summary(exp: Experiment, study: optuna.Study) -> dict[str, Any] | None:
@@ -602,19 +614,18 @@ class StudyRunner:
         best_env = None
         unread: Exception | None = None
         try:
-            best = best_summary(self.exp, studies.search)
-            best_env = (to_env(self.exp, best["settings"])
-                        if best is not None and "settings" in best else None)
+            best_env = finish_env(self.exp, studies.search)
         except Exception as e:  # the target ends in its safe state; the error after it
             log.error("could not read the best trial (%s); restoring the original instead", e)
             unread = e
         blocker = b.blocker
+        deadline = self.clock.monotonic() + UNDO_PATIENCE
         for name, undo in (("stress", b.injector.cleanup),
                            ("held Ps", blocker.cleanup if blocker is not None else list),
                            ("target", lambda: b.target.restore(best_env)),
                            ("metrics", b.source.close)):
             try:
-                undo()
+                self._patiently(name, undo, deadline)
             except Exception as e:  # keep undoing the rest; report all
                 errors.append(f"{name}: {e}")
                 log.error("could not restore %s: %s", name, e)
@@ -624,6 +635,24 @@ class StudyRunner:
             # The storage's own words (a StorageError: exit 1), not whatever a library raised
             # on its way out of the failed write.
             raise unread
+
+
+    def _patiently(self, name: str, undo: Callable[[], object], deadline: float) -> None:
+        """``undo()``, tried again while it fails transiently (``errors.is_transient``) and
+        ``deadline`` is not passed: an API server restarting at night (a managed control
+        plane's upgrade answers 503 for minutes) otherwise left the candidate in production
+        until someone ran ``autotune cleanup``."""
+        delay = 5.0
+        while True:
+            try:
+                undo()
+                return
+            except Exception as e:
+                if not is_transient(e) or self.clock.monotonic() + delay > deadline:
+                    raise
+                log.warning("could not restore %s (%s); trying again in %g s", name, e, delay)
+                self.clock.sleep(delay)
+                delay = min(2 * delay, 60.0)
 
 
 def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:

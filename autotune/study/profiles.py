@@ -20,15 +20,16 @@ from typing import Any
 from autotune import redaction
 from autotune.chaos.base import Injector
 from autotune.clock import Clock
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, NotUndone, StressNotRecovered
 from autotune.experiment.models import Experiment, Setting
 from autotune.insight import capture as fetch
 from autotune.live import Live
 from autotune.study import storage as st
 from autotune.study.interrupts import shielded
+from autotune.study.loop import finish_env
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
-from autotune.targets.base import PprofSource
+from autotune.targets.base import Env, PprofSource
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,11 @@ def _one(exp: Experiment, backends: Backends, clock: Clock, name: str,
             raise AutotuneError(service)
         clock.sleep(exp.measure.warmup)
         entry["files"] = _stressed(exp, injector, live, service, name, out_dir, seconds)
+    except StressNotRecovered as e:
+        # Not a failed capture: a stress still running (on a cluster in the pods the baseline
+        # capture stressed: production's own) ends the command as a trial's does (exit 1).
+        raise NotUndone([f"stress not recovered after the capture of {name}: "
+                         f"{redaction.scrub(str(e))}"]) from e
     except AutotuneError as e:
         entry["failure"] = redaction.scrub(str(e))  # recorded in the study, shown in reports
         log.warning("capture of %s failed: %s", name, entry["failure"])
@@ -75,6 +81,16 @@ def _stressed(exp: Experiment, injector: Injector, live: Live, service: fetch.Tr
              "seconds": c.seconds} for c in got]
 
 
+def _kept(exp: Experiment, studies: st.Studies) -> Env | None:
+    """What the run left on the target (``on_finish: best``): the capture ends with it too, as
+    the run's own end did, not with the original."""
+    try:
+        return finish_env(exp, studies.search)
+    except Exception as e:  # the original is the safe side
+        log.error("could not read the best trial (%s); restoring the original instead", e)
+        return None
+
+
 def capture_pair(exp: Experiment, studies: st.Studies, backends: Backends, clock: Clock,
                  recommended: Mapping[str, Setting] | None,
                  seconds: float | None = None) -> list[dict[str, Any]]:
@@ -93,6 +109,6 @@ def capture_pair(exp: Experiment, studies: st.Studies, backends: Backends, clock
             done.append(_one(exp, backends, clock, name, settings, out_dir, seconds))
     finally:
         with shielded():
-            backends.target.restore()
+            backends.target.restore(_kept(exp, studies))
     studies.search.set_user_attr(CAPTURES_ATTR, done)
     return done

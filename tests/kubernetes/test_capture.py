@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from autotune.errors import ExperimentError
+from autotune.errors import ExperimentError, NotUndone
 from autotune.experiment import Experiment
 from autotune.platforms.kubernetes import stack
+from autotune.study.loop import RunResult
 from autotune.study.profiles import capture_pair
 from autotune.study.storage import open_for_run
-from tests.kubernetes.conftest import World
+from tests.kubernetes.conftest import ORIGINAL_ENV, World
+from tests.kubernetes.test_study import run
 
 CAPTURED = ", capture: [trace, cpu]"
 PORT = "\n    pprof_port: 6060"
@@ -86,3 +88,40 @@ def test_capture_on_a_cluster_needs_the_pprof_port(world: World) -> None:
     with pytest.raises(ExperimentError, match=r"target.kubernetes.pprof_port: required with "
                                               r"measure.capture"):
         world.experiment(measure=CAPTURED)
+
+
+def test_a_stress_the_capture_cannot_remove_ends_the_command_not_undone(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline capture stresses the pods running production's own env; a StressChaos whose
+    deletion Chaos Mesh never confirms (v2.8.3's failed cancel) was recorded as a failed
+    capture and the command exited 0, stress-ng still running in those pods."""
+    pprof = world.serve_pprof(6060)
+    exp = world.experiment(measure=CAPTURED, target=PORT)
+    before = world.template_env()
+    world.when(lambda: bool(world.chaos_left()),
+               lambda: setattr(world.chaos, "cancel_fails", True))
+    with pytest.raises(NotUndone, match=r"stress not recovered after the capture of baseline: "
+                                        r"StressChaos .* still exists"):
+        _capture(world, monkeypatch, exp)
+    assert world.chaos_left()  # left for a human, as the error says
+    assert len(pprof.asked) == 2  # the recommendation was not captured under a stuck stress
+    assert world.template_env() == before  # the target was still put back
+
+
+def test_the_capture_ends_with_what_on_finish_best_left(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run left its best candidate on the Deployment (on_finish: best); the capture's own
+    # end put the original back, dropping the study's choice with one more rollout.
+    world.serve_pprof(6060)
+    exp = world.experiment(trials=1, measure=CAPTURED, target=PORT + "\n    on_finish: best")
+    backends = world.backends(exp)
+    outcome, _ = run(world, exp, backends)
+    assert isinstance(outcome, RunResult), outcome
+    left = world.template_env()
+    assert left != ORIGINAL_ENV  # the best search trial's env
+    monkeypatch.chdir(world.tmp)
+    studies = open_for_run(exp, f"sqlite:///{world.tmp}/study.db")
+    done = capture_pair(exp, studies, backends, world.clock, BEST)
+    assert all("files" in c for c in done), done
+    assert world.template_env() == left
+    assert world.chaos_left() == []

@@ -77,6 +77,21 @@ def test_every_measured_candidate_gets_the_same_load_and_none_is_left(world: Wor
     world.assert_pristine()
 
 
+def test_a_lost_answer_to_the_generators_create_leaves_no_second_generator(
+        world: World) -> None:
+    # The pod was created, its answer lost: the client's retry got 409. That failed the trial
+    # and the pod was nobody's to delete: it sent load until its deadline, beside the next
+    # trial's own generator (twice the rate in that window).
+    exp = world.experiment(trials=1, target=LOAD, metrics=CLIENT_P99)
+    world.proxy.fail("POST", "/pods$", 500, after=True)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, RunResult), outcome
+    assert [r["state"] for r in records] == ["COMPLETE"] * 2
+    assert len(world.proxy.seen("POST", "/pods$")) == 3  # the retried create, then trial 2's
+    assert _generators(world) == []
+    world.assert_pristine()
+
+
 def test_a_generator_that_cannot_start_fails_the_trial_with_the_reason(world: World) -> None:
     exp = world.experiment(trials=1, stop_after=1, metrics=CLIENT_P99,
                            target=LOAD.replace("example/autotune:0.1",

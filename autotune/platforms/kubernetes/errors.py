@@ -60,9 +60,13 @@ class Gone(ApiError):
 class ServerError(ApiError):
     """429 or 5xx after our retries (or inside a watch stream)."""
 
+    transient = True  # a control plane upgraded at night answers 503 for minutes
+
 
 class Unreachable(ApiError):
     """No HTTP answer at all (connection refused, DNS, TLS, timeout) after our retries."""
+
+    transient = True
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {400: BadRequest, 422: BadRequest, 401: Unauthorized,

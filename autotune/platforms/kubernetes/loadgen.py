@@ -24,7 +24,7 @@ from autotune.errors import TargetError
 from autotune.experiment.models import ClusterLoad
 from autotune.live import Matcher
 from autotune.platforms.kubernetes.client import Kube
-from autotune.platforms.kubernetes.errors import reraise_as
+from autotune.platforms.kubernetes.errors import Conflict, reraise_as
 from autotune.platforms.kubernetes.objects import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -145,9 +145,19 @@ class LoadGenerator:
         name = object_name(self.study, f"load-{tag}", uuid.uuid4().hex[:6])
         body = manifest(self.spec, namespace=self.namespace, name=name, study=self.study,
                         seconds=seconds, avoid=avoid)
+        # Ours before the request is sent: a create whose answer was lost (or a signal while it
+        # was in flight) leaves a pod that only ``stop`` knows to delete; it sends load to the
+        # service until its own deadline otherwise, and the next trial's doubles the rate.
+        self.running = name
         with reraise_as(TargetError):
-            self.kube.create(PODS, self.namespace, body)
-            self.running = name
+            try:
+                self.kube.create(PODS, self.namespace, body)
+            except Conflict:
+                # The client retried a create that had gone through (the name is new each
+                # time): ours, labelled so; anything else is someone else's pod.
+                if not self._ours(name):
+                    raise
+                log.debug("load generator pod %s already created by a retried request", name)
             waiting = ["not created yet"]
 
             def served(state: dict[str, Obj]) -> bool | None:
@@ -162,6 +172,12 @@ class LoadGenerator:
                                   f"({waiting[0]})")
         log.info("load: %s sends %g/s to %s", name, self.spec.rate, self.spec.url)
         return name
+
+    def _ours(self, name: str) -> bool:
+        found, _ = self.kube.list(one(PODS, self.namespace, name))  # the Role has no get pods
+        labels = (found[0].get("metadata", {}).get("labels") or {}) if found else {}
+        return labels.get(MANAGED_BY_LABEL) == MANAGER and labels.get(
+            STUDY_LABEL) == label_value(self.study)
 
     def alive(self) -> str | None:
         """None while the running generator serves; else why not."""
