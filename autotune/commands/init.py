@@ -78,17 +78,7 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def _command(args: argparse.Namespace) -> scaffold.Service:
-    if not args.service_command:
-        raise PrerequisiteError("init needs --command (a local service) or --deployment "
-                                "(a Deployment on a cluster)")
-    argv = tuple(shlex.split(args.service_command))
-    if not argv:
-        raise PrerequisiteError("--command is empty")
-    if not any("{port}" in a for a in argv) and args.url is None:
-        raise PrerequisiteError(
-            "--command must contain {port} where the service takes its listening port "
-            "(e.g. --command './server -addr 127.0.0.1:{port}'): autotune gives each trial's "
-            "service a free port")
+    argv = tuple(shlex.split(args.service_command))  # checked by _usage_problem
     findings: list[str] = []
     health = args.health
     if args.url is not None:
@@ -111,13 +101,29 @@ def _command(args: argparse.Namespace) -> scaffold.Service:
 def _usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line itself (exit 2), before anything starts."""
     if not args.deployment:
-        return None
+        return _command_problem(args)
     namespace, _, name = args.deployment.partition("/")
     if not namespace or not name or "/" in name:
         return f"--deployment {args.deployment!r}: write NAMESPACE/NAME"
     if not args.prometheus:
         return ("--deployment needs --prometheus URL: the Prometheus that scrapes the "
                 "Deployment's pods")
+    return None
+
+
+def _command_problem(args: argparse.Namespace) -> str | None:
+    if not args.service_command:
+        return "init needs --command (a local service) or --deployment (a Deployment on a cluster)"
+    try:
+        argv = shlex.split(args.service_command)
+    except ValueError as e:
+        return f"--command: {e}"
+    if not argv:
+        return "--command is empty"
+    if not any("{port}" in a for a in argv) and args.url is None:
+        return ("--command must contain {port} where the service takes its listening port "
+                "(e.g. --command './server -addr 127.0.0.1:{port}'): autotune gives each "
+                "trial's service a free port")
     return None
 
 

@@ -85,6 +85,10 @@ _GO_BYTES = re.compile(r"([0-9]+)(?:([KMGT])iB|B)?")  # ^[0-9]+(([KMGT]i)?B)?$ i
 _BYTE_UNIT = {None: 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
+# The variables Go's runtime reads at start (runtime/proc.go, runtime/extern.go).
+GO_RUNTIME_ENV = frozenset({"GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG", "GOTRACEBACK"})
+
+
 def go_value_fits(env: str, text: str) -> bool:
     """Whether Go takes ``text`` as the value of ``env`` as it is meant (always True for a
     variable not in ``GO_DOMAINS``)."""
@@ -169,6 +173,12 @@ def _check_go(p: Parameter, at: str) -> list[str]:
     """Every value of a GOMAXPROCS, GOGC or GOMEMLIMIT parameter is one Go takes as meant.
     Ranges are intervals and so are Go's domains: their bounds decide."""
     env = p.env_var
+    if env != env.upper() and env.upper() in GO_RUNTIME_ENV:
+        # Environment variables are case-sensitive and Go reads only the upper-case name: every
+        # candidate would run with Go's default, a whole study measuring nothing.
+        field = "env" if p.env else "name"
+        return [f"{at}.{field}: Go reads {env.upper()}, not {env} (environment variables are "
+                f"case-sensitive): write {field}: {env.upper()}"]
     if env not in GO_DOMAINS:
         return []
     if p.type == "float":

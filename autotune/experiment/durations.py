@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-DURATION_PATTERN = r"^\s*(\d+(\.\d+)?(ms|s|m|h|d))+\s*$"
+# Spaces may separate a number from its unit and the parts ("1 m 30 s"), never split a number
+# ("1 5s" is refused, not read as 15 s). The pattern is what editors check (``autotune schema``):
+# it accepts exactly what ``parse_duration`` does.
+_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+DURATION_PATTERN = r"^\s*(\d+(\.\d+)?\s*(ms|s|m|h|d)\s*)+$"
 
 
 def parse_duration(value: object) -> float:
@@ -22,7 +25,7 @@ def parse_duration(value: object) -> float:
             raise ValueError("too large (at most 365d)") from None
     if not isinstance(value, str):
         raise ValueError(f"not a duration: {value!r} (use e.g. 15s, 500ms, 1m30s)")
-    text = value.strip().replace(" ", "")
+    text = value.strip()
     pos, total = 0, 0.0
     for match in _PART.finditer(text):
         if match.start() != pos:

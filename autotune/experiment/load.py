@@ -325,6 +325,9 @@ def _message(err: Any, hide: bool = False) -> str:
         return str(ctx.get("error", err["msg"]))
     if kind == "finite_number":
         return f"must be a finite number, not {shown(err['input'])}"
+    if kind in ("tuple_type", "list_type"):  # "a valid tuple" is Python's word, not YAML's
+        return (f"must be a list (a '- item' line each, or [a, b]), not "
+                f"{shown(err['input'])}")
     if kind in ("float_type", "int_type", "int_from_float") and not hide:
         what = "a whole number" if kind != "float_type" else "a number"
         got = err.get("input")
@@ -389,12 +392,21 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     return "unknown key"
 
 
+_MEMBER_TYPE_ERRORS = frozenset({"string_type", "tuple_type", "list_type", "dict_type",
+                                  "model_type", "model_attributes_type", "float_type",
+                                  "int_type", "bool_type"})
+"""Errors saying a value is not of one member's type (of a union: another member may fit)."""
+
+
 def format_validation_error(e: ValidationError) -> list[str]:
     by_path: dict[str, list[str]] = {}
     non_finite: set[str] = set()
+    mistyped: dict[str, set[str]] = {}
     for err in e.errors():
         path, is_key = _locate(err["loc"], Experiment)
         message = _message(err, hide=_may_hold_a_secret(path))
+        if err["type"] in _MEMBER_TYPE_ERRORS and not is_key:
+            mistyped.setdefault(path, set()).add(message)
         if err["type"] == "extra_forbidden":
             message = _unknown_key(err["loc"])
         if is_key:
@@ -403,8 +415,16 @@ def format_validation_error(e: ValidationError) -> list[str]:
         elif err["type"] == "finite_number":
             non_finite.add(path)
         by_path.setdefault(path, []).append(message)
+    # A mapping where a union takes text or a model (``metrics.x: {query: .., descripton: ..}``)
+    # fails both members: "not a valid string" then says nothing the model's own error below
+    # it (the misspelt key) does not say better.
+    for path, said in mistyped.items():
+        if any(other.startswith((f"{path}.", f"{path}[")) for other in by_path):
+            by_path[path] = [m for m in by_path[path] if m not in said]
     lines = []
     for path, messages in by_path.items():
+        if not messages:
+            continue
         if path in non_finite:
             # A NaN where a union allows a number or text: "not a valid string" says nothing.
             messages = [m for m in messages if m.startswith("must be a finite number")]

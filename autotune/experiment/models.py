@@ -98,7 +98,8 @@ class Parameter(Model):
     env: str | None = Field(
         default=None, pattern=IDENT_PATTERN,
         description="the environment variable it sets (default: name); unique. GOMAXPROCS, "
-                    "GOGC and GOMEMLIMIT are checked against the values Go accepts",
+                    "GOGC and GOMEMLIMIT are checked against the values Go accepts; Go's "
+                    "variables in another case (gogc) are refused: Go reads only upper case",
     )
     type: Literal["int", "float", "categorical"] = Field(
         description="int and float: a range (low, high) or a list of values; categorical: a "

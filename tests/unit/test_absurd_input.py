@@ -249,6 +249,12 @@ GO_REFUSED = [
       "parameters[0].high: 512 is not a value Go takes for GOMEMLIMIT"]),
     ("GOMEMLIMIT float", _go({"name": "GOMEMLIMIT", "type": "float", "low": 1e8, "high": 1e9}),
      ["parameters[0].type: GOMEMLIMIT takes integers: use type int (bytes) or categorical"]),
+    # Go reads only the upper-case names: the whole study would run Go's defaults.
+    ("gomaxprocs lower case", _go({"name": "gomaxprocs", "type": "int", "values": [1, 2]}),
+     ["parameters[0].name: Go reads GOMAXPROCS, not gomaxprocs (environment variables are "
+      "case-sensitive): write name: GOMAXPROCS"]),
+    ("Gogc by env", _go({"name": "gc", "env": "Gogc", "type": "int", "values": [100, 400]}),
+     ["parameters[0].env: Go reads GOGC, not Gogc"]),
     ("local env GOMEMLIMIT",
      _go(FORCEGC, env={"GOMEMLIMIT": "64M"}),
      ["target.local.env.GOMEMLIMIT: '64M' is not a value Go takes for GOMEMLIMIT"]),
@@ -496,6 +502,8 @@ def test_init_still_says_what_the_command_lacks_in_its_own_words(
     file, instead of how to write --command."""
     from autotune.cli import main
 
-    assert main(["init", "--command", "./server -addr :8080", "-o", str(tmp_path / "x.yaml")]) == 1
+    assert main(["init", "--command", "./server -addr :8080", "-o", str(tmp_path / "x.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "--command must contain {port}" in err and "target.local" not in err
+    # a usage error, said as init's other option errors are (it was exit 1, an environment's)
+    assert "autotune init: error: --command must contain {port}" in err
+    assert "target.local" not in err

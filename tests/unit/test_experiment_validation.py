@@ -159,7 +159,7 @@ KEY_PATHS = [
     ("metric value", _with("stress: stress}", "stress: stress, float: 3}"), ["metrics.float"]),
     ("metric field", _with("p99: surface", "p99: {query: ''}"), ["metrics.p99"]),
     ("metric schedtrace", _with("p99: surface", "p99: {schedtrace: runq_nope}"),
-     ["metrics.p99", "metrics.p99.schedtrace"]),
+     ["metrics.p99.schedtrace"]),  # not also "p99: not a valid string" (the text member)
     ("baseline params", _with("GOMAXPROCS: null, gc", "GOMAXPROCS: [1], gc"),
      ["baseline.params.GOMAXPROCS"]),
     ("local env", _local("{env: {GODEBUG: 1}}"), ["target.local.env.GODEBUG"]),
@@ -169,10 +169,10 @@ KEY_PATHS = [
     ("prometheus headers", VALID + "prometheus: {headers: {X-Scope-OrgID: 1}}\n",
      ["prometheus.headers.X-Scope-OrgID"]),
     ("objective weight", _with("minimize: p99}", "minimize: {Goal: heavy}}"),
-     ["objective", "objective.minimize", "objective.minimize.Goal"]),
+     ["objective.minimize.Goal"]),
     ("objectives weight",
      _with("objective: {minimize: p99}", "objective: [{minimize: p99}, {maximize: {str: x}}]"),
-     ["objective", "objective[1].maximize", "objective[1].maximize.str"]),
+     ["objective[1].maximize.str"]),
     ("enqueue entry", _with("trials: 5}", "trials: 5, enqueue: [{GOMAXPROCS: 2, bool: [0]}]}"),
      ["study.enqueue[0].bool"]),
     ("design points", _with("trials: 5}", "trials: 5, design: {points: many}}"),
@@ -290,6 +290,29 @@ def test_an_unknown_key_is_told_what_was_meant(edit: tuple[str | None, str, obje
     with pytest.raises(ExperimentError) as e:
         parse_experiment(yaml.safe_dump(doc))
     assert expected in e.value.problems, e.value.problems
+
+
+def test_a_mapping_where_text_or_a_model_goes_names_only_the_models_own_error() -> None:
+    """Review finding: a misspelt key inside a metric's mapping first said "input should be a
+    valid string (got {...})": true of the text member of the union, and no help."""
+    doc = yaml.safe_load(VALID)
+    name = next(iter(doc["metrics"]))
+    doc["metrics"][name] = {"query": "x", "descripton": "y"}
+    doc["objective"] = {"minimise": name}
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    assert sorted(e.value.problems) == [
+        f"metrics.{name}.descripton: unknown key",
+        "objective.minimise: unknown key (did you mean 'minimize'?)"], e.value.problems
+
+
+def test_a_list_written_as_text_is_told_to_be_a_list() -> None:
+    doc = yaml.safe_load(VALID)
+    doc["constraints"] = "error_rate <= 0.01"
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    assert e.value.problems == ["constraints: must be a list (a '- item' line each, or [a, b]), "
+                                "not 'error_rate <= 0.01'"]
 
 
 def test_cli_usage_error_is_exit_2() -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import pytest
 
-from autotune.experiment.durations import parse_duration
+from autotune.experiment.durations import DURATION_PATTERN, parse_duration
 from autotune.live import Matcher
 from autotune.metrics import promql
 from autotune.metrics.base import Unavailable
@@ -16,15 +18,20 @@ from tests.support.simulated import rig
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
-    ("500ms", 0.5), ("15s", 15), ("1m30s", 90), ("2h", 7200), (3, 3.0), ("1.5s", 1.5)])
+    ("500ms", 0.5), ("15s", 15), ("1m30s", 90), ("2h", 7200), (3, 3.0), ("1.5s", 1.5),
+    (" 1 m 30 s ", 90), ("2m 5s", 125)])
 def test_durations(text: str | int, seconds: float) -> None:
     assert parse_duration(text) == seconds
+    # what editors check (autotune schema) takes what validate takes
+    assert isinstance(text, int) or re.match(DURATION_PATTERN, text)
 
 
-@pytest.mark.parametrize("bad", ["10 parsecs", "", "s", "5x", "1s2", True, [1]])
+@pytest.mark.parametrize("bad", ["10 parsecs", "", "s", "5x", "1s2", "1 5s", "1.5 .5s", True,
+                                 [1]])
 def test_bad_durations(bad: object) -> None:
     with pytest.raises(ValueError, match="duration"):
         parse_duration(bad)
+    assert not isinstance(bad, str) or not re.match(DURATION_PATTERN, bad)
 
 
 def test_selector_values_are_escaped() -> None:
