@@ -27,8 +27,9 @@ class ExitCode(IntEnum):
 EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "ok",
     ExitCode.CONFIG: "invalid experiment, unusable study or environment (storage, results "
-                     "directory, target, Chaos Mesh, Prometheus, RBAC, another run's Lease); "
-                     "export: nothing to export (the verdict is not ADOPT)",
+                     "directory, target, Chaos Mesh, Prometheus, RBAC, another run's Lease), or "
+                     "stress or target not undone (named, with `autotune cleanup`); export: "
+                     "nothing to export (the verdict is not ADOPT)",
     ExitCode.USAGE: "usage (bad command line)",
     ExitCode.INTERNAL: "internal error: a bug in autotune (the log has the trace)",
     ExitCode.DRIFT: "drift detected (run/nightly --fail-on-drift)",

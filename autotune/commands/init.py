@@ -37,6 +37,10 @@ STOP_GRACE = 5.0
 
 
 def main(args: argparse.Namespace) -> int:
+    problem = _usage_problem(args)  # first: the default file name is read from --command
+    if problem is not None:
+        print(f"autotune init: error: {problem}", file=sys.stderr)
+        return ExitCode.USAGE
     out = Path(args.output or f"{_name(args)}.yaml")
     if out.exists() and not args.force:  # before the service is started for nothing
         print(f"{out} exists; give -o another file, or --force to replace it", file=sys.stderr)
@@ -45,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"autotune init: error: -o {out}: {out.parent} is not a directory",
               file=sys.stderr)
         return ExitCode.USAGE
-    problem = _usage_problem(args) or _option_problem(args)
+    problem = _option_problem(args)
     if problem is not None:  # a bad command line: nothing is asked or started
         print(f"autotune init: error: {problem}", file=sys.stderr)
         return ExitCode.USAGE

@@ -325,6 +325,9 @@ def _message(err: Any, hide: bool = False) -> str:
         return str(ctx.get("error", err["msg"]))
     if kind == "finite_number":
         return f"must be a finite number, not {shown(err['input'])}"
+    if kind == "string_type" and isinstance(err.get("input"), dict):
+        return (f"must be text (in quotes: YAML reads {{...}} and key: value as a mapping), "
+                f"not {shown(err['input'])}")
     if kind in ("tuple_type", "list_type"):  # "a valid tuple" is Python's word, not YAML's
         return (f"must be a list (a '- item' line each, or [a, b]), not "
                 f"{shown(err['input'])}")
@@ -401,13 +404,17 @@ _MEMBER_TYPE_ERRORS = frozenset({"string_type", "tuple_type", "list_type", "dict
 def format_validation_error(e: ValidationError) -> list[str]:
     by_path: dict[str, list[str]] = {}
     non_finite: set[str] = set()
-    mistyped: dict[str, set[str]] = {}
+    mistyped: dict[str, tuple[set[str], Any]] = {}
+    unknown: dict[str, set[str]] = {}  # path -> its keys reported unknown
+    deeper_kinds: dict[str, set[str]] = {}  # path -> the kinds of errors at paths below it
     for err in e.errors():
         path, is_key = _locate(err["loc"], Experiment)
         message = _message(err, hide=_may_hold_a_secret(path))
         if err["type"] in _MEMBER_TYPE_ERRORS and not is_key:
-            mistyped.setdefault(path, set()).add(message)
+            mistyped.setdefault(path, (set(), err["input"]))[0].add(message)
         if err["type"] == "extra_forbidden":
+            parent, _ = _locate(err["loc"][:-1], Experiment) if err["loc"][:-1] else ("", False)
+            unknown.setdefault(parent, set()).add(str(err["loc"][-1]))
             message = _unknown_key(err["loc"])
         if is_key:
             message = (f"a key must be text (got {_short(err['input'])}; quote it)"
@@ -415,11 +422,19 @@ def format_validation_error(e: ValidationError) -> list[str]:
         elif err["type"] == "finite_number":
             non_finite.add(path)
         by_path.setdefault(path, []).append(message)
+        deeper_kinds.setdefault(path, set()).add(err["type"])
     # A mapping where a union takes text or a model (``metrics.x: {query: .., descripton: ..}``)
     # fails both members: "not a valid string" then says nothing the model's own error below
-    # it (the misspelt key) does not say better.
-    for path, said in mistyped.items():
-        if any(other.startswith((f"{path}.", f"{path}[")) for other in by_path):
+    # it (the misspelt key) does not say better. Kept when the model took none of its keys
+    # (``up: {job="api"}``: unquoted PromQL that YAML read as a mapping, text was meant).
+    for path, (said, value) in mistyped.items():
+        below = {kind for other, kinds in deeper_kinds.items()
+                 if other.startswith((f"{path}.", f"{path}[")) for kind in kinds}
+        if not below:
+            continue
+        taken = (not isinstance(value, dict) or bool(below - {"extra_forbidden"})
+                 or bool({str(k) for k in value} - unknown.get(path, set())))
+        if taken:
             by_path[path] = [m for m in by_path[path] if m not in said]
     lines = []
     for path, messages in by_path.items():

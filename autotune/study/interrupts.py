@@ -106,19 +106,27 @@ def shielded(*, deliver: bool = True) -> Iterator[None]:
     When the block itself raises (an undo step that failed), its error goes on and the signal
     stays pending: what could not be undone outranks the interrupt, and in its place the run
     would say "stress removed and target restored" and exit 130 with the target not restored.
+    Likewise a block run while an error is already on its way (an ``except``/``finally`` that
+    cleans up and re-raises): that error goes on, not the signal in its place.
     """
     _state.depth = _depth() + 1
     try:
         yield
     except BaseException:
         _state.depth -= 1
-        if getattr(_state, "pending", None) and _depth() == 0:
-            log.warning("%s arrived while undoing; the undo's own error is reported instead",
-                        _state.pending)
+        _said_pending()
         raise
     _state.depth -= 1
-    if deliver:
+    if sys.exc_info()[1] is not None:
+        _said_pending()
+    elif deliver:
         deliver_pending()
+
+
+def _said_pending() -> None:
+    if getattr(_state, "pending", None) and _depth() == 0:
+        log.warning("%s arrived while undoing; the error on its way is reported instead",
+                    _state.pending)
 
 
 def deliver_pending() -> None:
@@ -127,6 +135,12 @@ def deliver_pending() -> None:
     if _depth() == 0 and pending:
         _state.pending = None
         raise Interrupted(pending)
+
+
+def held_back() -> str | None:
+    """The signal this thread holds back (raised at the end of the undo), if any."""
+    pending = getattr(_state, "pending", None)
+    return str(pending) if pending else None
 
 
 def shielding() -> bool:

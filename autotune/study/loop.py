@@ -30,7 +30,13 @@ from autotune.errors import NotUndone, StressNotRecovered, StudyError, is_transi
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design, screening
 from autotune.study import storage as st
-from autotune.study.interrupts import Interrupted, StopRequest, deliver_pending, shielded
+from autotune.study.interrupts import (
+    Interrupted,
+    StopRequest,
+    deliver_pending,
+    held_back,
+    shielded,
+)
 from autotune.study.journal import Journal
 from autotune.study.kinds import TrialKind
 from autotune.study.objective import score
@@ -44,9 +50,8 @@ from autotune.study.trial import Backends, Screened, TrialContext, TrialFailed, 
 log = logging.getLogger(__name__)
 
 UNDO_PATIENCE = 300.0
-"""Seconds the run's end keeps trying undo steps that fail transiently (``_patiently``). After a
-SIGTERM it runs inside the CronJob's grace period (deploy/base/cronjob.yaml): a SIGKILL then
-ends it as it would have ended the run without the retries, the target not restored."""
+"""Seconds the run's end keeps trying undo steps that fail transiently (``StudyRunner._undo``);
+never after a SIGTERM, whose grace period (deploy/base/cronjob.yaml) is budgeted for one try."""
 
 # We log every trial ourselves (with its failure reason); Optuna's own lines would repeat them.
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -619,16 +624,13 @@ class StudyRunner:
             log.error("could not read the best trial (%s); restoring the original instead", e)
             unread = e
         blocker = b.blocker
-        deadline = self.clock.monotonic() + UNDO_PATIENCE
-        for name, undo in (("stress", b.injector.cleanup),
-                           ("held Ps", blocker.cleanup if blocker is not None else list),
-                           ("target", lambda: b.target.restore(best_env)),
-                           ("metrics", b.source.close)):
-            try:
-                self._patiently(name, undo, deadline)
-            except Exception as e:  # keep undoing the rest; report all
-                errors.append(f"{name}: {e}")
-                log.error("could not restore %s: %s", name, e)
+        failed = self._undo([("stress", b.injector.cleanup),
+                             ("held Ps", blocker.cleanup if blocker is not None else list),
+                             ("target", lambda: b.target.restore(best_env)),
+                             ("metrics", b.source.close)])
+        for name, error in failed.items():
+            errors.append(f"{name}: {error}")
+            log.error("could not restore %s: %s", name, error)
         if errors:
             raise NotUndone(["cleanup incomplete: " + "; ".join(errors)])
         if unread is not None:
@@ -637,22 +639,31 @@ class StudyRunner:
             raise unread
 
 
-    def _patiently(self, name: str, undo: Callable[[], object], deadline: float) -> None:
-        """``undo()``, tried again while it fails transiently (``errors.is_transient``) and
-        ``deadline`` is not passed: an API server restarting at night (a managed control
-        plane's upgrade answers 503 for minutes) otherwise left the candidate in production
-        until someone ran ``autotune cleanup``."""
-        delay = 5.0
+    def _undo(self, steps: list[tuple[str, Callable[[], object]]]) -> dict[str, Exception]:
+        """Every undo step once (one failing never keeps the others from running), then the
+        ones that failed transiently (``errors.is_transient``) again, 5 s doubling to 60 s, for
+        up to ``UNDO_PATIENCE``: an API server restarting at night (a managed control plane's
+        upgrade answers 503 for minutes) otherwise left the candidate in production until
+        someone ran ``autotune cleanup``. Not once a stop was asked for: the grace period after
+        a SIGTERM is budgeted for one try of each. What still failed, by step."""
+        deadline = self.clock.monotonic() + UNDO_PATIENCE
+        failed: dict[str, Exception] = {}
+        todo, delay = steps, 5.0
         while True:
-            try:
-                undo()
-                return
-            except Exception as e:
-                if not is_transient(e) or self.clock.monotonic() + delay > deadline:
-                    raise
-                log.warning("could not restore %s (%s); trying again in %g s", name, e, delay)
-                self.clock.sleep(delay)
-                delay = min(2 * delay, 60.0)
+            for name, undo in todo:
+                try:
+                    undo()
+                    failed.pop(name, None)
+                except Exception as e:  # keep undoing the rest; report all
+                    failed[name] = e
+            todo = [(n, u) for n, u in steps if n in failed and is_transient(failed[n])]
+            stopping = held_back() is not None or (self.stop is not None and self.stop.requested)
+            if not todo or stopping or self.clock.monotonic() + delay > deadline:
+                return failed
+            log.warning("could not restore %s (%s); trying again in %g s",
+                        ", ".join(n for n, _ in todo), failed[todo[0][0]], delay)
+            self.clock.sleep(delay)
+            delay = min(2 * delay, 60.0)
 
 
 def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from autotune.experiment.models import Experiment, Setting
 from autotune.insight import capture as fetch
 from autotune.live import Live
 from autotune.study import storage as st
-from autotune.study.interrupts import shielded
+from autotune.study.interrupts import deliver_pending, shielded
 from autotune.study.loop import finish_env
 from autotune.study.space import to_env
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
@@ -106,6 +106,9 @@ def capture_pair(exp: Experiment, studies: st.Studies, backends: Backends, clock
     done = []
     try:
         for name, settings in pairs:
+            # A signal held back while the last capture's stress was removed (which failed:
+            # a failed capture) stops here, before the next candidate goes to production.
+            deliver_pending()
             done.append(_one(exp, backends, clock, name, settings, out_dir, seconds))
     finally:
         with shielded():

@@ -244,22 +244,3 @@ def test_gomaxprocs_note_and_cpu_quantities() -> None:
 def test_any_of_escapes_regex_metacharacters() -> None:
     assert any_of(["b.x", "a"]) == "a|b\\.x"
 
-
-def test_cleanup_after_a_killed_run_keeps_what_another_writer_set_since(world: World) -> None:
-    # Review finding: the start-up cleanup put back the env from before the dead run, over a
-    # change made since (`kubectl set env deploy/api GOMAXPROCS=3` during the day): the next
-    # night reverted production's deliberate change.
-    world.target().apply(CANDIDATE)
-    world.dies()
-    world.admin.patch(world.path("deployments", "api"), {"spec": {"template": {"spec": {
-        "containers": [{"name": "api", "env": [{"name": "GOMAXPROCS", "value": "3"}]}]}}}},
-        "strategic", manager="kubectl-set")
-    world.settled()
-    fresh = world.target()
-    [said] = fresh.cleanup()
-    assert "restored the original env" in said
-    env = _values(world.template_env())
-    assert env["GOMAXPROCS"] == "3"  # theirs, set after the run's last write
-    assert "FORCEGC_INTERVAL_MS" not in env  # the run's own change: undone
-    assert env["LOG_LEVEL"] == "info"
-    assert world.annotations() == {}

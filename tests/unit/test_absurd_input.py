@@ -497,7 +497,8 @@ def test_init_names_the_option_the_file_would_refuse_before_it_starts_the_servic
 
 
 def test_init_still_says_what_the_command_lacks_in_its_own_words(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Review finding: the draft checked first reported `target.local.port`, a field of the
     file, instead of how to write --command."""
     from autotune.cli import main
@@ -507,3 +508,8 @@ def test_init_still_says_what_the_command_lacks_in_its_own_words(
     # a usage error, said as init's other option errors are (it was exit 1, an environment's)
     assert "autotune init: error: --command must contain {port}" in err
     assert "target.local" not in err
+    # Review finding: without -o the file's name is read from --command first, whose open
+    # quote was an internal error (exit 3, a traceback).
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "--command", "./server 'x {port}"]) == 2
+    assert "autotune init: error: --command: No closing quotation" in capsys.readouterr().err

@@ -16,9 +16,10 @@ from autotune.errors import ChaosError, NotUndone, StudyError, TargetError
 from autotune.experiment.models import Experiment
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
+from autotune.platforms.kubernetes.errors import ServerError
 from autotune.platforms.simulated import surface
 from autotune.study import storage as st
-from autotune.study.interrupts import Interrupted, signals_as_exceptions
+from autotune.study.interrupts import Interrupted, shielded, signals_as_exceptions
 from autotune.study.loop import completed_search
 from autotune.study.space import to_env
 from autotune.study.trial import Backends
@@ -300,6 +301,17 @@ def test_a_sigterm_is_not_lost_when_removing_the_stress_fails(tmp_path: Path) ->
     assert completed_search(r.studies().search) == 0
 
 
+def _ended_by(run: Any) -> BaseException | None:
+    """What ``run()`` raised with the CLI's signal handlers installed (an ``Interrupted`` too:
+    raised through ``pytest.raises`` it would stop the whole test session)."""
+    with signals_as_exceptions():
+        try:
+            run()
+        except BaseException as e:
+            return e
+    return None
+
+
 class _SignalledRestoreFails:
     """The run's final restore: a SIGTERM arrives while it waits (the operator deletes the Job
     as the rollout hangs), then the restore fails."""
@@ -322,8 +334,8 @@ def test_a_sigterm_during_a_restore_that_fails_reports_the_restore(tmp_path: Pat
     r = rig(tmp_path, **{"baseline.repeats": 1})
     r.backends = Backends(_SignalledRestoreFails(r.backends.target), r.backends.injector,
                           r.backends.source)
-    with signals_as_exceptions(), pytest.raises(NotUndone, match="target: rollout"):
-        r.run(budget=1)
+    raised = _ended_by(lambda: r.run(budget=1))
+    assert isinstance(raised, NotUndone) and "target: rollout" in str(raised), raised
     assert r.world.load()["applied"] is not None  # what the error says: not restored
 
 
@@ -369,3 +381,88 @@ def test_a_sigterm_while_optuna_records_a_measured_trial_keeps_it_and_stops(
     trials = studies.reference.get_trials() + studies.search.get_trials()
     assert [t.state for t in trials if t._trial_id == sent[0]] == [TrialState.COMPLETE]
     assert not [t for t in trials if t.state == TrialState.RUNNING]
+
+
+class _Captured:
+    """A target whose candidates could be captured (its pprof is never reached here)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.applied = inner, 0
+
+    def apply(self, env: Any) -> Any:
+        self.applied += 1
+        return self.inner.apply(env)
+
+    def pprof(self, live: Any) -> object:
+        return object()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_sigterm_while_a_captures_stress_fails_to_go_stops_before_the_next_capture(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review finding: the removal of the baseline capture's stress failed (deleted by a person)
+    # as the SIGTERM came; the signal stayed held back and the capture step went on to put the
+    # recommendation on the target and stress it before stopping.
+    from autotune.study import profiles
+
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    r.run(budget=1)
+    exp = r.exp.model_copy(update={"measure": r.exp.measure.model_copy(
+        update={"capture": ("trace",)})})
+    target = _Captured(r.backends.target)
+    backends = Backends(target, r.backends.injector, r.backends.source)
+
+    def stressed(*args: Any) -> list[dict[str, Any]]:
+        with shielded():  # the stress's removal, as profiles._stressed runs it
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise ChaosError("the StressChaos was deleted by someone else")
+
+    monkeypatch.setattr(profiles, "_stressed", stressed)
+    with signals_as_exceptions(), pytest.raises(Interrupted):
+        profiles.capture_pair(exp, r.studies(), backends, r.clock, {"GOMAXPROCS": 2, "gc": 2000})
+    assert target.applied == 1  # the baseline only
+    assert r.world.load()["applied"] is None  # and put back
+
+
+class _RestoreFailsTransiently:
+    """The run's final restore meets an API server that is restarting: ``times`` failures."""
+
+    def __init__(self, inner: Any, times: int, signal_first: bool = False) -> None:
+        self.inner, self.times, self.signal_first, self.calls = inner, times, signal_first, 0
+
+    def restore(self, best: Any = None) -> None:
+        self.calls += 1
+        if self.signal_first and self.calls == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # held back: the restore is shielded
+        if self.calls <= self.times:
+            try:
+                raise ServerError("the API server failed to get deployments (503)", 503)
+            except ServerError as e:
+                raise TargetError(str(e)) from e
+        self.inner.restore(best)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_an_undo_that_fails_transiently_is_tried_again_until_it_succeeds(
+        tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    target = _RestoreFailsTransiently(r.backends.target, times=3)
+    r.backends = Backends(target, r.backends.injector, r.backends.source)
+    before = r.clock.monotonic()
+    r.run(budget=1)
+    assert target.calls == 4 and r.world.load()["applied"] is None
+    assert r.clock.monotonic() - before >= 5 + 10 + 20  # waited between tries
+
+
+def test_after_a_sigterm_an_undo_is_tried_once(tmp_path: Path) -> None:
+    # The grace period after a SIGTERM is budgeted for one try of each undo step.
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    target = _RestoreFailsTransiently(r.backends.target, times=3, signal_first=True)
+    r.backends = Backends(target, r.backends.injector, r.backends.source)
+    raised = _ended_by(lambda: r.run(budget=1))
+    assert isinstance(raised, NotUndone) and "target: the API server" in str(raised), raised
+    assert target.calls == 1

@@ -398,7 +398,6 @@ class KubernetesTarget:
             original = Original.of(dep)
             if original is None:
                 return done
-            original = self._kept_since_the_dead_run(dep, original)
             self._put_back(original)
             self._forget()
         return [*done, f"{self.where}: restored the original env of {', '.join(original.env)} "
@@ -651,33 +650,6 @@ class KubernetesTarget:
         self._original = original
         self._write_file(original)
 
-    def _kept_since_the_dead_run(self, dep: Obj, original: Original) -> Original:
-        """A tuned entry whose value autotune no longer owns was written by someone else since
-        the dead run's last write (``kubectl set env`` during the day: an Update moves the
-        changed fields to its manager): the cleanup keeps it, as ``_adopt_outside_changes``
-        does within a run, instead of putting back the value from before that run."""
-        found = managedfields.owners(_managed_fields(dep), original.container,
-                                     sorted(original.env))
-        live = env_entries(find_container(dep, original.container))
-        changed: dict[str, Obj | None] = {}
-        owned: dict[str, list[Obj]] = {}
-        for var, entries in found.items():
-            entry = live.get(var)
-            writers_of_value = [o.get("manager") for o in entries
-                                if {"f:value", "f:valueFrom"} & set(o.get("fields") or {})]
-            if (entry is None or not writers_of_value or writers.FIELD_MANAGER in
-                    writers_of_value or entry == original.env.get(var)):
-                continue
-            changed[var] = entry
-            owned[var] = [o for o in entries if o.get("manager") != writers.FIELD_MANAGER]
-        if not changed:
-            return original
-        log.warning("%s: %s changed by another writer since the unfinished run set %s: kept",
-                    self.where, ", ".join(sorted(changed)),
-                    "it" if len(changed) == 1 else "them")
-        return replace(original, env={**original.env, **changed},
-                       owners={**original.owners, **owned})
-
     def _forget(self, keep_file: bool = False) -> None:
         """Drop the saved original: from the Deployment, from disk and from memory."""
         self._still_hold()
@@ -697,9 +669,12 @@ class KubernetesTarget:
         self._still_hold()
         patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                   self._restore_patch(original))
-        # The template holds the original again: a restore tried again after a failed wait
-        # below must not take it for another writer's change of the candidate.
-        self._written = None
+        # The template holds the original again: what autotune wrote last is the original, so a
+        # restore tried again after a failed wait below neither takes it for another writer's
+        # change of the candidate nor misses a change someone makes in between (valueFrom
+        # entries are not compared: ``_adopt_outside_changes`` reads values).
+        self._written = {v: (None if e is None else e.get("value"))
+                         for v, e in original.env.items() if e is None or not e.get("valueFrom")}
         patched = self._give_back(original, patched)
         if int(patched.get("spec", {}).get("replicas", 1)) < 1:
             # Scaled to 0 (by a person or a scaler): the template is restored, no pod will

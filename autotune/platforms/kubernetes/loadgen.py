@@ -156,6 +156,7 @@ class LoadGenerator:
                 # The client retried a create that had gone through (the name is new each
                 # time): ours, labelled so; anything else is someone else's pod.
                 if not self._ours(name):
+                    self.running = None  # someone else's pod: never ours to delete
                     raise
                 log.debug("load generator pod %s already created by a retried request", name)
             waiting = ["not created yet"]
@@ -197,9 +198,11 @@ class LoadGenerator:
     def stop(self) -> None:
         if self.running is None:
             return
-        name, self.running = self.running, None
         with reraise_as(TargetError):
-            self.kube.delete(PODS, self.namespace, name)
+            self.kube.delete(PODS, self.namespace, self.running)
+        # Only once it is deleted: a delete that failed is tried again by the next stop (the
+        # run's end tries a failed restore again), not forgotten with the pod still sending.
+        self.running = None
 
     def cleanup(self) -> list[str]:
         """Delete every generator pod of this study (a dead run's included)."""
