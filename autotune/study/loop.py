@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import socket
 import statistics
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -638,7 +639,6 @@ class StudyRunner:
             # on its way out of the failed write.
             raise unread
 
-
     def _undo(self, steps: list[tuple[str, Callable[[], object]]]) -> dict[str, Exception]:
         """Every undo step once (one failing never keeps the others from running), then the
         ones that failed transiently (``errors.is_transient``) again, 5 s doubling to 60 s, for
@@ -657,7 +657,9 @@ class StudyRunner:
                 except Exception as e:  # keep undoing the rest; report all
                     failed[name] = e
             todo = [(n, u) for n, u in steps if n in failed and is_transient(failed[n])]
-            stopping = held_back() is not None or (self.stop is not None and self.stop.requested)
+            stopping = (held_back() is not None  # a signal during the undo
+                        or isinstance(sys.exc_info()[1], KeyboardInterrupt)  # one before it
+                        or (self.stop is not None and self.stop.requested))  # a pool's
             if not todo or stopping or self.clock.monotonic() + delay > deadline:
                 return failed
             log.warning("could not restore %s (%s); trying again in %g s",

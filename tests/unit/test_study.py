@@ -466,3 +466,16 @@ def test_after_a_sigterm_an_undo_is_tried_once(tmp_path: Path) -> None:
     raised = _ended_by(lambda: r.run(budget=1))
     assert isinstance(raised, NotUndone) and "target: the API server" in str(raised), raised
     assert target.calls == 1
+
+
+def test_after_a_sigterm_in_a_window_the_runs_undo_is_tried_once(tmp_path: Path) -> None:
+    # Review of the retries: the usual SIGTERM comes during a trial and is raised there; the
+    # run's end then undid on its way out, and retried for up to 5 min past the grace period.
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    target = _RestoreFailsTransiently(r.backends.target, times=3)
+    r.backends = Backends(target, _UnreachableOnStop(r.backends.injector, r.clock),
+                          r.backends.source)
+    raised = _ended_by(lambda: r.run(budget=1))
+    assert isinstance(raised, NotUndone), raised  # what is left outranks the interrupt
+    assert target.calls == 1
+
