@@ -244,3 +244,57 @@ def test_gomaxprocs_note_and_cpu_quantities() -> None:
 def test_any_of_escapes_regex_metacharacters() -> None:
     assert any_of(["b.x", "a"]) == "a|b\\.x"
 
+
+
+def _set_env_as(world: World, manager: str, env: dict[str, str]) -> None:
+    """Another tool's Update of the container's env (``kubectl set env``: "kubectl-set")."""
+    world.admin.patch(world.path("deployments", "api"), {"spec": {"template": {"spec": {
+        "containers": [{"name": "api", "env": [{"name": k, "value": v}
+                                               for k, v in env.items()]}]}}}},
+        "strategic", manager=manager)
+    world.settled()
+
+
+def test_the_undo_of_a_killed_run_keeps_a_value_someone_set_since(world: World) -> None:
+    # Review finding: the next night's start-up cleanup put back the env from before the
+    # killed run over `kubectl set env deploy/api GOMAXPROCS=3` made during the day.
+    world.target().apply(CANDIDATE)
+    world.dies()
+    _set_env_as(world, "kubectl-set", {"GOMAXPROCS": "3"})
+    fresh = world.target()
+    [said] = fresh.cleanup()
+    fresh.restore()
+    assert "restored the original env" in said
+    env = _values(world.template_env())
+    assert env == {"LOG_LEVEL": "info", "GOMAXPROCS": "3"}  # theirs kept, the run's undone
+    assert world.annotations() == {} and world.chaos_left() == []
+
+
+def test_the_undo_of_a_killed_run_reverts_every_value_the_run_wrote(world: World) -> None:
+    # Review of a first fix (which read managedFields): `kubectl rollout undo` brings back the
+    # run's earlier candidate as an Update by another manager; it must not be kept.
+    target = world.target()
+    target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "100"})
+    target.apply(CANDIDATE)
+    world.dies()
+    _set_env_as(world, "kubectl-rollout", {"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "100"})
+    fresh = world.target()
+    fresh.cleanup()
+    fresh.restore()  # gives the run Lease back
+    assert _values(world.template_env()) == _values(ORIGINAL_ENV)
+    world.assert_pristine()
+
+
+def test_the_undo_of_a_run_that_recorded_no_values_puts_the_original_back(
+        world: World) -> None:
+    # A run of an older autotune saved only the original: everything goes back, as it did.
+    world.target().apply(CANDIDATE)
+    world.dies()
+    world.patch("deployments", "api", {"metadata": {"annotations": {
+        "autotune/written-env": None}}}, "merge")
+    _set_env_as(world, "kubectl-set", {"GOMAXPROCS": "3"})
+    fresh = world.target()
+    fresh.cleanup()
+    fresh.restore()
+    assert _values(world.template_env()) == _values(ORIGINAL_ENV)
+    world.assert_pristine()

@@ -54,6 +54,8 @@ from autotune.platforms.kubernetes.envpatch import (
     restore_patch,
     shown_entry,
     unusable_reason,
+    written_of,
+    written_patch,
 )
 from autotune.platforms.kubernetes.errors import (
     ApiError,
@@ -146,6 +148,9 @@ class KubernetesTarget:
         self._original: Original | None = None
         self._left: Original | None = None
         self._written: Env | None = None
+        self._ever: dict[str, list[str | None]] = {}
+        """Every value this run (or the dead run whose original it adopted) wrote to each tuned
+        variable: recorded on the Deployment with each candidate (envpatch.written_patch)."""
         """The tuned variables as the last candidate set them (to tell another writer's change)."""
         """The original of a phase that ended by leaving a candidate on the Deployment
         (``on_finish: leave`` or ``best``). ``autotune run`` and the nightly job measure again
@@ -249,8 +254,12 @@ class KubernetesTarget:
             if self.load is not None:
                 self.load.stop()  # the rollout is not measured: no load on it
             full = self._godebug(env, measured)
+            for var, value in full.items():
+                if value not in self._ever.setdefault(var, []):
+                    self._ever[var].append(value)
             patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
-                                      env_patch(self.spec.container, full))
+                                      written_patch(env_patch(self.spec.container, full),
+                                                    self._ever))
             self._written = dict(full)
             try:
                 new, pods = self._await_rollout(patched, self.spec.rollout_timeout)
@@ -398,6 +407,7 @@ class KubernetesTarget:
             original = Original.of(dep)
             if original is None:
                 return done
+            original = self._kept_since(dep, original)
             self._put_back(original)
             self._forget()
         return [*done, f"{self.where}: restored the original env of {', '.join(original.env)} "
@@ -575,6 +585,9 @@ class KubernetesTarget:
         current = env_entries(container)
         annotated = Original.of(dep)
         found = annotated
+        for var, values in (written_of(dep) or {}).items():  # a dead run's, adopted with it
+            self._ever.setdefault(var, [])
+            self._ever[var] += [v for v in values if v not in self._ever[var]]
         if found is not None:
             log.warning("%s carries the original env saved by an unfinished run of study %r "
                         "(%s): keeping that as the original", self.where, found.study,
@@ -650,6 +663,35 @@ class KubernetesTarget:
         self._original = original
         self._write_file(original)
 
+    def _kept_since(self, dep: Obj, original: Original) -> Original:
+        """A tuned entry whose value is neither the original nor any the dead run recorded
+        writing was set by someone else since (``kubectl set env`` during the day): the undo
+        keeps it, as a run keeps another writer's change within it (``_adopt_outside_changes``).
+        Anything the run wrote goes back to the original, whoever wrote it last (a ``kubectl
+        rollout undo`` brings back the run's earlier candidate). A record from before values
+        were recorded: everything goes back, as before."""
+        written = written_of(dep)
+        if written is None:
+            return original
+        live = env_entries(find_container(dep, original.container))
+        changed: dict[str, Obj | None] = {}
+        for var, was in original.env.items():
+            entry = live.get(var)
+            if entry == was:
+                continue
+            value = None if entry is None else entry.get("value")
+            if entry is not None and (entry.get("valueFrom") or value is None):
+                changed[var] = entry  # a reference: autotune only ever writes values
+            elif value not in written.get(var, []):
+                changed[var] = entry
+        if not changed:
+            return original
+        log.warning("%s: %s set by someone else since the unfinished run: kept",
+                    self.where, ", ".join(f"{v}={shown_entry(e) if e else '(unset)'}"
+                                          for v, e in sorted(changed.items())))
+        return replace(original, env={**original.env, **changed},
+                       owners={v: o for v, o in original.owners.items() if v not in changed})
+
     def _forget(self, keep_file: bool = False) -> None:
         """Drop the saved original: from the Deployment, from disk and from memory."""
         self._still_hold()
@@ -659,6 +701,7 @@ class KubernetesTarget:
             self.state_file.unlink(missing_ok=True)
         self._original = None
         self._written = None
+        self._ever = {}
 
     def _restore_patch(self, original: Original) -> Obj:
         dep = self._deployment()

@@ -18,6 +18,9 @@ The patches are strategic merge patches of the pod template's ``containers`` lis
   whole patch.
 - ``annotation_patch`` records (or, for None, removes) the ``Original`` on the Deployment
   (objects.ORIGINAL_ENV_ANNOTATION), so a later run can undo a dead one.
+- ``written_patch`` records every value the run wrote to a tuned variable
+  (objects.WRITTEN_ENV_ANNOTATION), sent with each candidate's env: the undo of a dead run
+  keeps a value that is neither the original nor one of those (someone else's, set since).
 """
 
 from __future__ import annotations
@@ -29,7 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autotune.platforms.kubernetes.errors import TargetProblem
-from autotune.platforms.kubernetes.objects import ORIGINAL_ENV_ANNOTATION, Obj, full_name
+from autotune.platforms.kubernetes.objects import (
+    ORIGINAL_ENV_ANNOTATION,
+    WRITTEN_ENV_ANNOTATION,
+    Obj,
+    full_name,
+)
 from autotune.targets.base import Env
 
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
@@ -163,8 +171,38 @@ def restore_patch(original: Original, current: Sequence[str] = ()) -> Obj:
 
 
 def annotation_patch(original: Original | None) -> Obj:
-    return {"metadata": {"annotations": {
-        ORIGINAL_ENV_ANNOTATION: original.to_json() if original is not None else None}}}
+    """Record ``original``; None: remove it and the values written (the run is undone)."""
+    if original is None:
+        return {"metadata": {"annotations": {ORIGINAL_ENV_ANNOTATION: None,
+                                             WRITTEN_ENV_ANNOTATION: None}}}
+    return {"metadata": {"annotations": {ORIGINAL_ENV_ANNOTATION: original.to_json()}}}
+
+
+Written = Mapping[str, Sequence[str | None]]
+"""Per tuned variable, every value a run wrote to it (None: it deleted the entry)."""
+
+
+def written_patch(patch: Obj, written: Written) -> Obj:
+    """``patch`` (a candidate's env) with ``written`` recorded in the same request: a run
+    killed right after it leaves no value of its own unrecorded."""
+    data = json.dumps({v: list(values) for v, values in sorted(written.items())},
+                      sort_keys=True)
+    return {**patch, "metadata": {"annotations": {WRITTEN_ENV_ANNOTATION: data}}}
+
+
+def written_of(deployment: Obj) -> dict[str, list[str | None]] | None:
+    """The values a (dead) run recorded as written; None when it recorded none (a run of an
+    older autotune) or the record is not autotune's format."""
+    text = (deployment.get("metadata", {}).get("annotations") or {}).get(
+        WRITTEN_ENV_ANNOTATION)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        return {str(v): [None if x is None else str(x) for x in values]
+                for v, values in data.items()}
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 # --- reading Deployments and pods -----------------------------------------------------------

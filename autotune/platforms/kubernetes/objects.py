@@ -17,6 +17,7 @@ MANAGER = "autotune"
 STUDY_LABEL = "autotune/study"
 TRIAL_LABEL = "autotune/trial"
 ORIGINAL_ENV_ANNOTATION = "autotune/original-env"
+WRITTEN_ENV_ANNOTATION = "autotune/written-env"
 POD_TEMPLATE_HASH = "pod-template-hash"
 
 
