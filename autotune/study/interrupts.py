@@ -43,8 +43,14 @@ def _depth() -> int:
     return getattr(_state, "depth", 0)
 
 
+_signalled = threading.Event()
+"""A SIGINT/SIGTERM reached this command, raised or held back (whatever became of it since: an
+undo's error may have taken its place)."""
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
+    _signalled.set()
     if _depth() > 0 or threading.current_thread() is not threading.main_thread():
         _state.pending = name
         return
@@ -82,6 +88,7 @@ def signals_as_exceptions() -> Iterator[None]:
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     previous_hook = sys.unraisablehook
     _state.pending = None  # not one held back from an earlier run in this process
+    _signalled.clear()
     sys.unraisablehook = _unraisable_hook(previous_hook)
     for s in previous:
         signal.signal(s, _handler)
@@ -94,6 +101,7 @@ def signals_as_exceptions() -> Iterator[None]:
         # One still held back (an undo's own error outranked it) ends with the command: raised
         # later, it would interrupt whatever this process does next.
         _state.pending = None
+        _signalled.clear()
 
 
 @contextmanager
@@ -137,10 +145,9 @@ def deliver_pending() -> None:
         raise Interrupted(pending)
 
 
-def held_back() -> str | None:
-    """The signal this thread holds back (raised at the end of the undo), if any."""
-    pending = getattr(_state, "pending", None)
-    return str(pending) if pending else None
+def signalled() -> bool:
+    """Whether a SIGINT/SIGTERM reached this command: its stop was asked for."""
+    return _signalled.is_set()
 
 
 def shielding() -> bool:

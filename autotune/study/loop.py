@@ -35,8 +35,8 @@ from autotune.study.interrupts import (
     Interrupted,
     StopRequest,
     deliver_pending,
-    held_back,
     shielded,
+    signalled,
 )
 from autotune.study.journal import Journal
 from autotune.study.kinds import TrialKind
@@ -657,15 +657,21 @@ class StudyRunner:
                 except Exception as e:  # keep undoing the rest; report all
                     failed[name] = e
             todo = [(n, u) for n, u in steps if n in failed and is_transient(failed[n])]
-            stopping = (held_back() is not None  # a signal during the undo
-                        or isinstance(sys.exc_info()[1], KeyboardInterrupt)  # one before it
-                        or (self.stop is not None and self.stop.requested))  # a pool's
-            if not todo or stopping or self.clock.monotonic() + delay > deadline:
+            if not todo or self._stopping() or self.clock.monotonic() + delay > deadline:
                 return failed
             log.warning("could not restore %s (%s); trying again in %g s",
                         ", ".join(n for n, _ in todo), failed[todo[0][0]], delay)
-            self.clock.sleep(delay)
+            until = self.clock.monotonic() + delay
+            while self.clock.monotonic() < until and not self._stopping():
+                self.clock.sleep(min(1.0, until - self.clock.monotonic()))  # a stop ends it
             delay = min(2 * delay, 60.0)
+
+    def _stopping(self) -> bool:
+        """A signal reached the command (raised, held back, or replaced on its way by what it
+        left undone), an interrupt is on its way out (``_finish`` runs in a ``finally``), or
+        the pool was told to stop."""
+        return (signalled() or isinstance(sys.exc_info()[1], KeyboardInterrupt)
+                or (self.stop is not None and self.stop.requested))
 
 
 def baseline_values(reference: optuna.Study) -> list[dict[str, Any]]:

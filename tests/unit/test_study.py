@@ -12,7 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.errors import ChaosError, NotUndone, StudyError, TargetError
+from autotune.errors import ChaosError, NotUndone, StressNotRecovered, StudyError, TargetError
 from autotune.experiment.models import Experiment
 from autotune.live import Live, Window
 from autotune.metrics.base import Reading, Unavailable
@@ -477,5 +477,45 @@ def test_after_a_sigterm_in_a_window_the_runs_undo_is_tried_once(tmp_path: Path)
                           r.backends.source)
     raised = _ended_by(lambda: r.run(budget=1))
     assert isinstance(raised, NotUndone), raised  # what is left outranks the interrupt
+    assert target.calls == 1
+
+
+class _StuckOnStop:
+    """A real SIGTERM in the first stressed window, then the stress cannot be confirmed gone:
+    StressNotRecovered takes the interrupt's place (it outranks it), so no Interrupted is on
+    its way when the run's end undoes."""
+
+    def __init__(self, inner: Any, clock: Any) -> None:
+        self.inner, self.armed = inner, False
+        sleep = clock.sleep
+
+        def signalled_sleep(seconds: float) -> None:
+            if self.armed:
+                self.armed = False
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here
+            sleep(seconds)
+
+        clock.sleep = signalled_sleep
+
+    def inject(self, *args: Any) -> Any:
+        self.armed = True
+        return self.inner.inject(*args)
+
+    def recover(self, inj: Any) -> None:
+        raise StressNotRecovered("stress-ng 4242 still runs")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_after_a_sigterm_replaced_by_a_stuck_stress_the_undo_is_tried_once(
+        tmp_path: Path) -> None:
+    # Review: the stop check saw only an interrupt still on its way; here the stuck stress took
+    # its place, and the run's end retried for 5 min past the grace period.
+    r = rig(tmp_path, **{"baseline.repeats": 1})
+    target = _RestoreFailsTransiently(r.backends.target, times=3)
+    r.backends = Backends(target, _StuckOnStop(r.backends.injector, r.clock), r.backends.source)
+    raised = _ended_by(lambda: r.run(budget=1))
+    assert isinstance(raised, NotUndone), raised
     assert target.calls == 1
 

@@ -147,15 +147,15 @@ class KubernetesTarget:
         """Learnt elsewhere (the Go version the pods report to Prometheus), for describe()."""
         self._original: Original | None = None
         self._left: Original | None = None
-        self._written: Env | None = None
-        self._ever: dict[str, list[str | None]] = {}
-        """Every value this run (or the dead run whose original it adopted) wrote to each tuned
-        variable: recorded on the Deployment with each candidate (envpatch.written_patch)."""
-        """The tuned variables as the last candidate set them (to tell another writer's change)."""
         """The original of a phase that ended by leaving a candidate on the Deployment
         (``on_finish: leave`` or ``best``). ``autotune run`` and the nightly job measure again
         on the same target after the search (the confirmation, the drift check): their first
         change saves this, not the env this run left, as the original."""
+        self._written: Env | None = None
+        """The tuned variables as the last candidate set them (to tell another writer's change)."""
+        self._ever: list[dict[str, str | None]] = []
+        """Every candidate env this run (or the dead run whose original it adopted) wrote, the
+        last written last: recorded on the Deployment with each (envpatch.written_patch)."""
         self._terminating: list[str] = []
         """Old pods still terminating when the last rollout completed (not measured)."""
 
@@ -254,9 +254,7 @@ class KubernetesTarget:
             if self.load is not None:
                 self.load.stop()  # the rollout is not measured: no load on it
             full = self._godebug(env, measured)
-            for var, value in full.items():
-                if value not in self._ever.setdefault(var, []):
-                    self._ever[var].append(value)
+            self._ever = [c for c in self._ever if c != dict(full)] + [dict(full)]
             patched = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                       written_patch(env_patch(self.spec.container, full),
                                                     self._ever))
@@ -585,10 +583,8 @@ class KubernetesTarget:
         current = env_entries(container)
         annotated = Original.of(dep)
         found = annotated
-        for var, values in (written_of(dep) or {}).items():  # a dead run's, adopted with it
-            self._ever.setdefault(var, [])
-            self._ever[var] += [v for v in values if v not in self._ever[var]]
-        if found is not None:
+        if found is not None:  # a dead run's record: its written candidates come with it
+            self._ever = [*(written_of(dep) or []), *self._ever]
             log.warning("%s carries the original env saved by an unfinished run of study %r "
                         "(%s): keeping that as the original", self.where, found.study,
                         found.saved_at)
@@ -639,7 +635,12 @@ class KubernetesTarget:
             ours = (entry is None if value is None else
                     entry is not None and entry.get("value") == value
                     and not entry.get("valueFrom"))
-            if not ours:
+            # A value of an earlier candidate is this run's too (a `kubectl rollout undo`
+            # during the night brings one back): not another writer's original.
+            earlier = (entry is None or not entry.get("valueFrom")) and any(
+                var in c and c[var] == (None if entry is None else entry.get("value"))
+                for c in self._ever)
+            if not ours and not earlier:
                 changed[var] = entry
         if not changed:
             return
@@ -664,25 +665,35 @@ class KubernetesTarget:
         self._write_file(original)
 
     def _kept_since(self, dep: Obj, original: Original) -> Original:
-        """A tuned entry whose value is neither the original nor any the dead run recorded
-        writing was set by someone else since (``kubectl set env`` during the day): the undo
-        keeps it, as a run keeps another writer's change within it (``_adopt_outside_changes``).
-        Anything the run wrote goes back to the original, whoever wrote it last (a ``kubectl
-        rollout undo`` brings back the run's earlier candidate). A record from before values
-        were recorded: everything goes back, as before."""
+        """The undo of a dead run keeps what someone else set since (``kubectl set env`` during
+        the day), as a run keeps another writer's change within it (``_adopt_outside_changes``),
+        and puts back anything of the run's: every tuned variable goes back when the live env
+        is one of the candidates the run recorded writing (``kubectl rollout undo`` brings back
+        an earlier one), else each whose live value is the last candidate's (where the run
+        died). A record from before candidates were recorded: everything goes back."""
         written = written_of(dep)
-        if written is None:
+        if not written:
             return original
         live = env_entries(find_container(dep, original.container))
+
+        def plain(var: str) -> str | None:
+            entry = live.get(var)
+            return None if entry is None else entry.get("value")
+
+        def a_reference(var: str) -> bool:
+            entry = live.get(var)
+            return entry is not None and (bool(entry.get("valueFrom")) or "value" not in entry)
+
+        if any(all(not a_reference(v) and plain(v) == value for v, value in c.items())
+               for c in written):
+            return original
+        last = written[-1]
         changed: dict[str, Obj | None] = {}
         for var, was in original.env.items():
             entry = live.get(var)
             if entry == was:
                 continue
-            value = None if entry is None else entry.get("value")
-            if entry is not None and (entry.get("valueFrom") or value is None):
-                changed[var] = entry  # a reference: autotune only ever writes values
-            elif value not in written.get(var, []):
+            if a_reference(var) or var not in last or plain(var) != last[var]:
                 changed[var] = entry
         if not changed:
             return original
@@ -701,7 +712,7 @@ class KubernetesTarget:
             self.state_file.unlink(missing_ok=True)
         self._original = None
         self._written = None
-        self._ever = {}
+        self._ever = []
 
     def _restore_patch(self, original: Original) -> Obj:
         dep = self._deployment()

@@ -90,7 +90,9 @@ class Original:
         except (ValueError, KeyError, TypeError) as e:
             raise TargetProblem(f"the annotation {ORIGINAL_ENV_ANNOTATION} on Deployment "
                                 f"{full_name(deployment)} is not autotune's format ({e}); "
-                                "restore the env by hand and remove the annotation") from None
+                                "restore the env by hand and remove the annotations "
+                                f"{ORIGINAL_ENV_ANNOTATION} and {WRITTEN_ENV_ANNOTATION}"
+                                ) from None
 
 
 def _owners(raw: object) -> dict[str, list[Obj]]:
@@ -178,20 +180,20 @@ def annotation_patch(original: Original | None) -> Obj:
     return {"metadata": {"annotations": {ORIGINAL_ENV_ANNOTATION: original.to_json()}}}
 
 
-Written = Mapping[str, Sequence[str | None]]
-"""Per tuned variable, every value a run wrote to it (None: it deleted the entry)."""
+Written = Sequence[Mapping[str, str | None]]
+"""Every candidate env a run wrote to the tuned variables (None: the entry deleted), the last
+written last."""
 
 
 def written_patch(patch: Obj, written: Written) -> Obj:
     """``patch`` (a candidate's env) with ``written`` recorded in the same request: a run
-    killed right after it leaves no value of its own unrecorded."""
-    data = json.dumps({v: list(values) for v, values in sorted(written.items())},
-                      sort_keys=True)
+    killed right after it leaves no candidate of its own unrecorded."""
+    data = json.dumps([dict(c) for c in written], sort_keys=True)
     return {**patch, "metadata": {"annotations": {WRITTEN_ENV_ANNOTATION: data}}}
 
 
-def written_of(deployment: Obj) -> dict[str, list[str | None]] | None:
-    """The values a (dead) run recorded as written; None when it recorded none (a run of an
+def written_of(deployment: Obj) -> list[dict[str, str | None]] | None:
+    """The candidates a (dead) run recorded writing; None when it recorded none (a run of an
     older autotune) or the record is not autotune's format."""
     text = (deployment.get("metadata", {}).get("annotations") or {}).get(
         WRITTEN_ENV_ANNOTATION)
@@ -199,8 +201,7 @@ def written_of(deployment: Obj) -> dict[str, list[str | None]] | None:
         return None
     try:
         data = json.loads(text)
-        return {str(v): [None if x is None else str(x) for x in values]
-                for v, values in data.items()}
+        return [{str(v): None if x is None else str(x) for v, x in c.items()} for c in data]
     except (ValueError, TypeError, AttributeError):
         return None
 
