@@ -354,15 +354,28 @@ class World:
         found: Obj = self.admin.wait_for(done, timeout, "the Deployment to settle")
         return found
 
+    def replicaset_records(self) -> dict[str, list[str]]:
+        """autotune's annotations on the Deployment's ReplicaSets, by ReplicaSet: the
+        Deployment controller copies the Deployment's annotations to its new ReplicaSet and
+        ``kubectl rollout undo`` copies them back (``rollout_undo``)."""
+        found = {}
+        for rs in self.items("replicasets", labelSelector=f"app={DEPLOYMENT}"):
+            ours = sorted(k for k in rs["metadata"].get("annotations") or {}
+                          if k.startswith("autotune/"))
+            if ours:
+                found[rs["metadata"]["name"]] = ours
+        return found
+
     def assert_pristine(self) -> None:
-        """The end state every run must leave: no stress, the env as found, no annotation,
-        no Lease."""
+        """The end state every run must leave: no stress, the env as found, no annotation
+        (on the Deployment or any of its ReplicaSets), no Lease."""
         assert self.chaos_left() == []
         assert self.chaos.stressed_pods() == [], "chaos-daemon still runs stress-ng"
         assert self.template_env() == ORIGINAL_ENV
         self.settled()
         assert all(env == ORIGINAL_ENV for env in self.pod_envs())
         assert self.annotations() == {}
+        assert self.replicaset_records() == {}, "a later rollout undo would bring them back"
         assert self.items("leases") == [], "the run Lease is released"
 
     # --- what a test does to the cluster ---------------------------------------------------
@@ -370,6 +383,39 @@ class World:
     def patch(self, plural: str, name: str, patch: Obj, kind: str = "strategic",
               sub: str = "") -> Obj:
         return self.admin.patch(self.path(plural, name, sub), patch, kind)
+
+    def rollout_undo(self) -> None:
+        """``kubectl rollout undo deploy/api``, as kubectl does it (our port of
+        DeploymentRollbacker.Rollback and deploymentRevision in kubernetes/kubectl's
+        pkg/polymorphichelpers/rollback.go): the ReplicaSet of the second-highest revision
+        gives its pod template (less the pod-template-hash label) and its annotations (less
+        those kubectl keeps from the Deployment) to the Deployment, both replaced in one JSON
+        patch; the rollout is then awaited."""
+        skipped = {"kubectl.kubernetes.io/last-applied-configuration",
+                   "deployment.kubernetes.io/revision",
+                   "deployment.kubernetes.io/revision-history",
+                   "deployment.kubernetes.io/desired-replicas",
+                   "deployment.kubernetes.io/max-replicas",
+                   "deprecated.deployment.rollback.to"}
+        dep = self.deployment()
+        owned = [rs for rs in self.items("replicasets")
+                 if any(ref.get("uid") == dep["metadata"]["uid"] and ref.get("controller")
+                        for ref in rs["metadata"].get("ownerReferences") or [])]
+        by_revision = sorted(owned, key=lambda rs: int(
+            rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]))
+        assert len(by_revision) >= 2, "no rollout history"
+        previous = by_revision[-2]
+        template = previous["spec"]["template"]
+        template["metadata"]["labels"].pop("pod-template-hash", None)
+        kept = {k: v for k, v in (dep["metadata"].get("annotations") or {}).items()
+                if k in skipped}
+        annotations = {**kept, **{k: v for k, v in (previous["metadata"].get("annotations")
+                                                     or {}).items() if k not in skipped}}
+        self.admin.patch(self.path("deployments", DEPLOYMENT), [
+            {"op": "replace", "path": "/spec/template", "value": template},
+            {"op": "replace", "path": "/metadata/annotations", "value": annotations}], "json",
+            manager="kubectl-rollout")
+        self.settled()
 
     def scale(self, replicas: int, name: str = DEPLOYMENT) -> None:
         self.patch("deployments", name, {"spec": {"replicas": replicas}}, "merge")

@@ -326,3 +326,37 @@ def test_a_rollout_undo_during_the_run_is_not_taken_for_the_original(world: Worl
     assert _values(world.template_env()) == _values(ORIGINAL_ENV)
     world.assert_pristine()
 
+
+
+def test_a_rollout_undo_after_a_finished_run_brings_back_no_record(world: World) -> None:
+    # Review finding: the Deployment controller copies the Deployment's annotations to its new
+    # ReplicaSet (and never removes them), and `kubectl rollout undo` copies the ReplicaSet's
+    # back. After a run that restored everything, an owner's rollout undo to one of the run's
+    # ReplicaSets brought back its original-env record, and the next night's start-up cleanup
+    # took it for a killed run's and put the env from before the run back over the owner's.
+    target = world.target()
+    target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "100"})
+    target.apply(CANDIDATE)
+    target.restore()
+    world.assert_pristine()  # no ReplicaSet carries the record either
+    world.rollout_undo()     # to the last candidate's ReplicaSet
+    assert _values(world.template_env()) == {"LOG_LEVEL": "info", **CANDIDATE}
+    assert world.annotations() == {}
+    fresh = world.target()
+    assert fresh.cleanup() == [], "nothing to undo: the owner chose this env"
+    fresh.restore()
+    assert _values(world.template_env()) == {"LOG_LEVEL": "info", **CANDIDATE}
+
+
+def test_a_killed_runs_undo_leaves_no_record_on_its_replicasets(world: World) -> None:
+    target = world.target()
+    target.apply({"GOMAXPROCS": "2", "FORCEGC_INTERVAL_MS": "100"})
+    target.apply(CANDIDATE)
+    world.dies()
+    assert world.replicaset_records(), "the controller copied the record (what is undone)"
+    fresh = world.target()
+    fresh.cleanup()
+    fresh.restore()
+    world.assert_pristine()
+    world.rollout_undo()
+    assert world.annotations() == {}

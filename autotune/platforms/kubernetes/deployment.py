@@ -71,12 +71,15 @@ from autotune.platforms.kubernetes.objects import (
     CONFIGMAPS,
     DEPLOYMENTS,
     NODES,
+    ORIGINAL_ENV_ANNOTATION,
     POD_TEMPLATE_HASH,
     PODS,
     REPLICASETS,
+    WRITTEN_ENV_ANNOTATION,
     Obj,
     PodPlacement,
     Selection,
+    name_of,
     one,
     selector_of,
 )
@@ -96,6 +99,9 @@ from autotune.platforms.kubernetes.rollout import (
 from autotune.targets.base import Env, NoiseProbe
 
 log = logging.getLogger(__name__)
+
+# A run's record on the Deployment (envpatch.py), removed from its ReplicaSets as well.
+RECORD_ANNOTATIONS = frozenset({ORIGINAL_ENV_ANNOTATION, WRITTEN_ENV_ANNOTATION})
 
 GODEBUG = "GODEBUG"
 
@@ -708,11 +714,44 @@ class KubernetesTarget:
         self._still_hold()
         self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                         annotation_patch(None))
+        self._unrecord_replicasets()
         if self.state_file is not None and not keep_file:
             self.state_file.unlink(missing_ok=True)
         self._original = None
         self._written = None
         self._ever = []
+
+    def _unrecord_replicasets(self) -> None:
+        """Remove the run's record from the Deployment's ReplicaSets too. The Deployment
+        controller copies the Deployment's annotations to its new ReplicaSet and never removes
+        them (copyDeploymentAnnotationsToReplicaSet, kubernetes/kubernetes'
+        pkg/controller/deployment/util/deployment_util.go), and ``kubectl rollout undo`` copies
+        a ReplicaSet's annotations back to the Deployment (kubectl's
+        pkg/polymorphichelpers/rollback.go): left there, an owner's rollout undo after a
+        finished run brought the record back, and the next night's start-up cleanup took it
+        for a killed run's and put the env from before the run back over the owner's choice.
+        Called after the Deployment's own record is gone, so the controller has nothing left
+        to copy. Not fatal (the env is back; an older Role may not grant the patch): said with
+        the command that does it by hand."""
+        why = ""
+        try:
+            left = [name_of(rs) for rs in self._replicasets(self._deployment())
+                    if RECORD_ANNOTATIONS & set(rs.get("metadata", {}).get("annotations") or {})]
+        except (ApiError, TargetError) as e:
+            left, why = [], str(e)
+        for name in list(left):
+            try:
+                self.kube.patch(REPLICASETS, self.spec.namespace, name, annotation_patch(None))
+                left.remove(name)
+            except (ApiError, TargetError) as e:
+                why = str(e)
+        if why:
+            names = " ".join(f"rs/{n}" for n in left) or "<the Deployment's ReplicaSets>"
+            log.warning("%s: the env is restored, but the run's record stays on its "
+                        "ReplicaSets (%s): a `kubectl rollout undo` would bring it back and "
+                        "the next run would undo it again; remove it with `kubectl -n %s "
+                        "annotate %s %s- %s-`", self.where, why, self.spec.namespace, names,
+                        ORIGINAL_ENV_ANNOTATION, WRITTEN_ENV_ANNOTATION)
 
     def _restore_patch(self, original: Original) -> Obj:
         dep = self._deployment()

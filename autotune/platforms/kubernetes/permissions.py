@@ -41,6 +41,8 @@ NEEDED: tuple[Permission, ...] = (
     Permission("watch", DEPLOYMENTS, "Kube.wait for the rollout"),
     Permission("patch", DEPLOYMENTS, "env patch, restore, the original-env annotation"),
     Permission("list", REPLICASETS, "KubernetesTarget._replicasets: the rollout's new one"),
+    Permission("patch", REPLICASETS, "KubernetesTarget._unrecord_replicasets: the record the "
+               "Deployment controller copied to them"),
     Permission("list", PODS, "KubernetesTarget: the new ReplicaSet's Ready pods, check"),
     Permission("get", LEASES, "RunLease.acquire/release: is another run tuning the Deployment"),
     Permission("create", LEASES, "RunLease.acquire: the first run takes the Lease"),
