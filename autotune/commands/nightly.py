@@ -26,6 +26,7 @@ from autotune.commands import (
     session,
 )
 from autotune.errors import ExitCode
+from autotune.platforms.kubernetes.grace import grace_warnings
 
 
 def main(args: argparse.Namespace) -> int:
@@ -36,6 +37,8 @@ def main(args: argparse.Namespace) -> int:
               f"{', '.join(EXPORT_FORMATS)}", file=sys.stderr)
         return ExitCode.USAGE
     exp, digest = session.load(args.file)
+    for warning in grace_warnings(exp):  # in the night's log, where the operator looks
+        print(f"nightly: warning: {warning}", file=sys.stderr)
     code = outcome.guarded(lambda: session.study_run(exp, digest, args))
     # Only a night that ran to its end promotes: a drifted or failed one has nothing to say.
     if code == ExitCode.OK and promote_dir is not None:

@@ -11,6 +11,7 @@ from autotune.commands import session
 from autotune.errors import ExitCode
 from autotune.experiment import Experiment
 from autotune.platforms.kubernetes import stack as cluster
+from autotune.platforms.kubernetes.grace import grace_warnings
 
 
 def main(args: argparse.Namespace) -> int:
@@ -24,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
               if exp.chaos.scenarios else "")
     print(f"{args.file}: valid ({exp.target.kind} target{pool}, {len(exp.parameters)} "
           f"parameters, {exp.study.trials} trials{storms})")
-    for warning in advise(exp):
+    for warning in [*advise(exp), *grace_warnings(exp)]:
         print(f"  warning: {warning}", file=sys.stderr)
     if note:
         print(f"  note: {note}", file=sys.stderr)
