@@ -111,7 +111,7 @@ def test_cleanup_namespace_removes_every_study_and_restores(world: World) -> Non
                                      clock=world.clock)
     assert len(done) == 3 and done[-1].startswith(f"Deployment {world.namespace}/api: restored")
     assert world.chaos_left() == ["someone-elses"]
-    assert world.annotations() == {}
+    assert world.annotations() == {} and world.replicaset_records() == {}
     assert cluster.cleanup_namespace(world.namespace, kubeconfig=str(world.kubeconfig)) == []
 
 

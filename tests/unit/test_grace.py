@@ -34,6 +34,6 @@ def test_a_rollout_timeout_past_the_grace_period_is_named(
     slow = tmp_path / "slow.yaml"
     slow.write_text(text.replace("rollout_timeout: 5m", "rollout_timeout: 10m"))
     [warning] = grace_warnings(parse_experiment(slow.read_text()))
-    assert "target.kubernetes.rollout_timeout" in warning and "at least 840" in warning
+    assert "target.kubernetes.rollout_timeout" in warning and "at least 900" in warning
     assert main(["validate", str(slow)]) == 0  # a warning: a run by hand has no grace period
-    assert "terminationGracePeriodSeconds to at least 840" in capsys.readouterr().err
+    assert "terminationGracePeriodSeconds to at least 900" in capsys.readouterr().err

@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -410,7 +411,12 @@ class KubernetesTarget:
             dep = self._deployment()
             original = Original.of(dep)
             if original is None:
-                return done
+                # A finished run's record left on the ReplicaSets (by an earlier version, or
+                # its removal failed): before an owner's rollout undo brings it back.
+                copies = self._unrecord_replicasets()
+                return [*done, *([f"{self.where}: removed a finished run's record from "
+                                  f"ReplicaSet {', '.join(copies)} (a rollout undo would have "
+                                  "brought it back)"] if copies else [])]
             original = self._kept_since(dep, original)
             self._put_back(original)
             self._forget()
@@ -721,37 +727,23 @@ class KubernetesTarget:
         self._written = None
         self._ever = []
 
-    def _unrecord_replicasets(self) -> None:
-        """Remove the run's record from the Deployment's ReplicaSets too. The Deployment
-        controller copies the Deployment's annotations to its new ReplicaSet and never removes
-        them (copyDeploymentAnnotationsToReplicaSet, kubernetes/kubernetes'
-        pkg/controller/deployment/util/deployment_util.go), and ``kubectl rollout undo`` copies
-        a ReplicaSet's annotations back to the Deployment (kubectl's
-        pkg/polymorphichelpers/rollback.go): left there, an owner's rollout undo after a
-        finished run brought the record back, and the next night's start-up cleanup took it
-        for a killed run's and put the env from before the run back over the owner's choice.
-        Called after the Deployment's own record is gone, so the controller has nothing left
-        to copy. Not fatal (the env is back; an older Role may not grant the patch): said with
-        the command that does it by hand."""
-        why = ""
+    def _unrecord_replicasets(self) -> list[str]:
+        """``unrecord_replicasets`` for this Deployment. Not fatal (the run's record is off the
+        Deployment; an older Role may not grant the patch): said with the command that does it
+        by hand, and tried again by the next run's or ``autotune cleanup``'s start."""
+        dep: Obj | None = None
         try:
-            left = [name_of(rs) for rs in self._replicasets(self._deployment())
-                    if RECORD_ANNOTATIONS & set(rs.get("metadata", {}).get("annotations") or {})]
+            dep = self._deployment()
+            return unrecord_replicasets(self.kube, dep)
         except (ApiError, TargetError) as e:
-            left, why = [], str(e)
-        for name in list(left):
-            try:
-                self.kube.patch(REPLICASETS, self.spec.namespace, name, annotation_patch(None))
-                left.remove(name)
-            except (ApiError, TargetError) as e:
-                why = str(e)
-        if why:
-            names = " ".join(f"rs/{n}" for n in left) or "<the Deployment's ReplicaSets>"
-            log.warning("%s: the env is restored, but the run's record stays on its "
-                        "ReplicaSets (%s): a `kubectl rollout undo` would bring it back and "
-                        "the next run would undo it again; remove it with `kubectl -n %s "
-                        "annotate %s %s- %s-`", self.where, why, self.spec.namespace, names,
-                        ORIGINAL_ENV_ANNOTATION, WRITTEN_ENV_ANNOTATION)
+            selector = self._selector(dep) if dep is not None else "<the Deployment's selector>"
+            log.warning("%s: the run's record is off the Deployment but not off its ReplicaSets "
+                        "(%s): a `kubectl rollout undo` would bring it back, and the next run "
+                        "would take it for a killed run's; the next run or `autotune cleanup` "
+                        "removes it, or `kubectl -n %s annotate rs -l %s %s- %s-`", self.where,
+                        e, self.spec.namespace, shlex.quote(selector), ORIGINAL_ENV_ANNOTATION,
+                        WRITTEN_ENV_ANNOTATION)
+            return []
 
     def _restore_patch(self, original: Original) -> Obj:
         dep = self._deployment()
@@ -938,6 +930,29 @@ def _placement(live: Live) -> PodPlacement:
     if not isinstance(live.placement, PodPlacement):
         raise TargetError("the live candidate was not started by the Kubernetes target")
     return live.placement
+
+
+def unrecord_replicasets(kube: Kube, dep: Obj) -> list[str]:
+    """Remove a run's record from the ReplicaSets of ``dep`` (a Deployment); the names of those
+    that carried it. The Deployment controller copies the Deployment's annotations to its new
+    ReplicaSet and never removes them (copyDeploymentAnnotationsToReplicaSet, kubernetes/
+    kubernetes' pkg/controller/deployment/util/deployment_util.go), and ``kubectl rollout
+    undo`` copies a ReplicaSet's annotations back to the Deployment (kubectl's
+    pkg/polymorphichelpers/rollback.go): left there, an owner's rollout undo after a finished
+    run brought the record back, and the next night's start-up cleanup took it for a killed
+    run's and put the env from before the run back over the owner's choice. Called once the
+    Deployment's own record is gone (its template rolled out: the controller copied what it
+    would), so there is nothing left to copy; the controller's own ReplicaSet updates carry a
+    resourceVersion, so a sync on a stale Deployment conflicts rather than copying it again."""
+    meta = dep.get("metadata", {})
+    namespace = str(meta.get("namespace"))
+    items, _ = kube.list(Selection(REPLICASETS, namespace,
+                                   labels=KubernetesTarget._selector(dep)))
+    marked = [name_of(rs) for rs in items if owned_by(rs, dep)
+              and RECORD_ANNOTATIONS & set(rs.get("metadata", {}).get("annotations") or {})]
+    for name in marked:
+        kube.patch(REPLICASETS, namespace, name, annotation_patch(None))
+    return marked
 
 
 def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,

@@ -19,9 +19,17 @@ SHIPPED_GRACE_PERIOD = 600.0
 """deploy/base/cronjob.yaml's ``terminationGracePeriodSeconds`` (a test checks they agree)."""
 
 
+AFTER_ROLLOUT = 60.0
+"""What comes after the restore's rollout wait, for which a stopped run keeps a minute: the
+watch's grace past its deadline (``client.WATCH_GRACE``), the lists and patches that remove the
+run's record, the Lease's release, the failed trial's and the night's records."""
+
+
 def undo_budget(rollout_timeout: float) -> float:
-    """The longest a stopped run may take to undo itself: two stress removals and a rollout."""
-    return 2 * RECOVER_TIMEOUT + rollout_timeout
+    """What a stopped run budgets to undo itself: two stress removals, the restore's rollout and
+    a minute after it. Requests retried against a degraded API server come on top: no budget
+    bounds those."""
+    return 2 * RECOVER_TIMEOUT + rollout_timeout + AFTER_ROLLOUT
 
 
 def grace_warnings(exp: Experiment) -> list[str]:
@@ -34,7 +42,7 @@ def grace_warnings(exp: Experiment) -> list[str]:
         return []
     return [f"target.kubernetes.rollout_timeout: {k8s.rollout_timeout:g} s: a stopped run may "
             f"need {budget:g} s to undo itself (2 x {RECOVER_TIMEOUT:g} s for a stuck stress's "
-            f"removal, then the restore's rollout), more than the {SHIPPED_GRACE_PERIOD:g} s "
-            "the shipped CronJob grants (deploy/base/cronjob.yaml): raise its "
-            f"terminationGracePeriodSeconds to at least {budget:g}, or the SIGKILL may come "
-            "before the env is back"]
+            f"removal, the restore's rollout, {AFTER_ROLLOUT:g} s after it), more than the "
+            f"{SHIPPED_GRACE_PERIOD:g} s the shipped CronJob grants (deploy/base/cronjob.yaml): "
+            f"raise its terminationGracePeriodSeconds to at least {budget:g} (if yours grants "
+            "that already, nothing to do), or the SIGKILL may come before the env is back"]

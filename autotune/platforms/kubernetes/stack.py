@@ -24,7 +24,11 @@ from autotune.metrics.base import Unavailable
 from autotune.metrics.prometheus import PrometheusSource, PrometheusUnreachable
 from autotune.platforms.kubernetes.client import Kube, connect
 from autotune.platforms.kubernetes.deployment import KubernetesTarget as DeploymentTarget
-from autotune.platforms.kubernetes.deployment import StressGuard, restore_annotated
+from autotune.platforms.kubernetes.deployment import (
+    StressGuard,
+    restore_annotated,
+    unrecord_replicasets,
+)
 from autotune.platforms.kubernetes.errors import TargetProblem
 from autotune.platforms.kubernetes.lease import RunLease
 from autotune.platforms.kubernetes.loadgen import LoadGenerator, remove_all
@@ -344,12 +348,14 @@ def cleanup_namespace(namespace: str, *, context: str | None = None,
             name = dep["metadata"]["name"]
             annotated = ORIGINAL_ENV_ANNOTATION in (dep.get("metadata", {}).get("annotations")
                                                     or {})
-            if not annotated:
-                continue
             if name in busy:
-                done.append(f"Deployment {namespace}/{name}: left alone, a live run tunes it")
+                if annotated:
+                    done.append(f"Deployment {namespace}/{name}: left alone, a live run tunes it")
                 continue
-            attempt(partial(_restored, kube, clock, dep, rollout_timeout, held[name]))
+            if annotated:
+                attempt(partial(_restored, kube, clock, dep, rollout_timeout, held[name]))
+            else:  # a finished run's record on its ReplicaSets (deployment.unrecord_replicasets)
+                attempt(partial(_unrecorded, kube, dep))
     finally:
         for lease in held.values():
             lease.release()
@@ -364,6 +370,14 @@ def _restored(kube: Kube, clock: Clock, dep: dict[str, Any], timeout: float,
               lease: RunLease) -> list[str]:
     line = restore_annotated(kube, clock, dep, timeout, lease=lease)
     return [line] if line else []
+
+
+def _unrecorded(kube: Kube, dep: dict[str, Any]) -> list[str]:
+    copies = unrecord_replicasets(kube, dep)  # an ApiError is the step's failure, said
+    meta = dep["metadata"]
+    return [f"Deployment {meta['namespace']}/{meta['name']}: removed a finished run's record "
+            f"from ReplicaSet {', '.join(copies)} (a rollout undo would have brought it back)"
+            ] if copies else []
 
 
 def describe(exp: Experiment, context: str | None = None) -> dict[str, Any]:
