@@ -22,7 +22,7 @@ def main(args: argparse.Namespace) -> int:
               "--force", file=sys.stderr)
         return ExitCode.USAGE
     exp, _ = session.load(args.file)
-    studies = st.open_existing(exp, st.storage_url(exp, args.storage))
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage), as_measured=True)
     text, code = render(build_report(exp, studies), args.format, force=args.force)
     if code != 0 or args.write_to is None:
         print(text, file=sys.stdout if code == 0 else sys.stderr)
@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
 
 def promote(exp: Experiment, storage: str | None, fmt: str, directory: Path) -> int:
     """``export --write-to DIR`` for the nightly: a verdict other than ADOPT is no failure."""
-    studies = st.open_existing(exp, st.storage_url(exp, storage))
+    studies = st.open_existing(exp, st.storage_url(exp, storage), as_measured=True)
     text, code = render(build_report(exp, studies), fmt)
     if code != 0:
         print(f"promote: {text}")

@@ -348,7 +348,13 @@ def missing_database(url: str) -> str | None:
             "path needs four slashes: sqlite:////var/lib/autotune/study.db)")
 
 
-def open_existing(exp: Experiment, url: str) -> Studies:
+def open_existing(exp: Experiment, url: str, *, as_measured: bool = False) -> Studies:
+    """The experiment's current studies. ``as_measured``: refuse them when the file's space,
+    objective or constraints are no longer what the study was measured with (``fingerprint``),
+    for the commands that act through the file's parameters (export, confirm): a parameter
+    added since would be exported as unset (its env entry deleted in production), a renamed
+    ``env`` would carry the measured value to another variable. A study that recorded no
+    fingerprint (none before its first trial) is not refused."""
     missing = missing_database(url)
     if missing is not None:
         raise StudyError([missing])
@@ -358,6 +364,14 @@ def open_existing(exp: Experiment, url: str) -> Studies:
         raise StudyError([f"no study named {exp.name!r} in {redact(url)}: "
                           "run `autotune run` with this experiment first"])
     search = optuna.load_study(study_name=current, storage=storage)
+    recorded = search.user_attrs.get("fingerprint")
+    changes = _differences(recorded, fingerprint(exp)) if as_measured and recorded else []
+    if changes:
+        raise StudyError(
+            [f"the study {current!r} in {redact(url)} was measured with a different "
+             f"experiment: {c}" for c in changes]
+            + ["its settings are applied through this file's parameters: put the file back as "
+               "the study was measured, or `autotune run` the changed one (a new study)"])
     reference = _load_reference(storage, current) or optuna.create_study(
         study_name=current + REFERENCE_SUFFIX, storage=storage, directions=directions(exp),
         load_if_exists=True)

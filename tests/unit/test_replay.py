@@ -237,6 +237,33 @@ def test_autotune_run_plays_a_recorded_grid_to_a_verdict(
     assert "1.0 CPU (when the grid was recorded: target.replay.cpus)" in report
 
 
+def test_export_refuses_a_study_measured_with_another_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Review finding: export read the settings through the file as it is now; a parameter
+    # added since was exported as unset, i.e. a delete of production's entry never measured.
+    from autotune.cli import main
+
+    _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.011, 0.0105),
+                     "GOMAXPROCS=1 GOGC=100": (0.009, 0.0095, 0.0092),
+                     "GOMAXPROCS=1 GOGC=400": (0.005, 0.0052, 0.0051),
+                     "GOMAXPROCS=2 GOGC=100": (0.012, 0.013, 0.0125),
+                     "GOMAXPROCS=2 GOGC=400": (0.008, 0.0082, 0.0081)})
+    (tmp_path / "exp.yaml").write_text(REPLAY)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "exp.yaml", "--plain"]) == 0
+    capsys.readouterr()
+    assert main(["export", "exp.yaml", "--format", "env"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line and not line.startswith("#")]
+    assert lines == ["GOMAXPROCS=1", "GOGC=400"]
+    added = "  - {name: GOMEMLIMIT, type: categorical, values: [512MiB, 1GiB]}\n"
+    (tmp_path / "exp.yaml").write_text(REPLAY.replace("parameters:\n", "parameters:\n" + added))
+    assert main(["export", "exp.yaml", "--format", "env"]) == 1
+    err = capsys.readouterr().err
+    assert "was measured with a different experiment: parameter GOMEMLIMIT was added" in err
+
+
 def test_a_grid_that_cannot_be_read_is_refused_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
