@@ -81,10 +81,14 @@ def _unset(chosen: Configuration) -> list[str]:
 
 def kustomize(report: Report, chosen: Configuration) -> str:
     """A strategic-merge patch of the container's env: entries are merged by ``name``; an
-    ``{name, $patch: delete}`` entry removes a variable that must be left unset."""
+    ``{name, $patch: delete}`` entry removes a variable that must be left unset. ``valueFrom:
+    null`` drops a reference production may set the variable with (``GOMAXPROCS`` from
+    ``resourceFieldRef: limits.cpu``): merged into it, a bare value would leave an entry with
+    both, which the API server refuses (review finding; the run's own patch does the same)."""
     d = report.deployment
     assert d is not None
-    env: list[dict[str, str]] = [{"name": k, "value": v} for k, v in _set(chosen)]
+    env: list[dict[str, str | None]] = [{"name": k, "value": v, "valueFrom": None}
+                                        for k, v in _set(chosen)]
     env += [{"name": k, "$patch": "delete"} for k in _unset(chosen)]
     patch: dict[str, Any] = {
         "apiVersion": "apps/v1",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from autotune.errors import TargetError
 from autotune.experiment import Experiment
@@ -20,8 +22,10 @@ from autotune.platforms.kubernetes.envpatch import (
     restore_patch,
 )
 from autotune.platforms.kubernetes.objects import ORIGINAL_ENV_ANNOTATION
+from autotune.report import build_report, export
 from tests.kubernetes.conftest import ORIGINAL_ENV, World
 from tests.kubernetes.golden import check_golden
+from tests.report.builder import golden_study
 
 CANDIDATE = {"GOMAXPROCS": "4", "FORCEGC_INTERVAL_MS": "500"}
 
@@ -398,3 +402,24 @@ def test_namespace_cleanup_removes_a_record_left_on_the_replicasets(world: World
                                    clock=world.clock)
     assert len(done) == 1 and all(n in done[0] for n in left)
     world.assert_pristine()
+
+
+def test_the_exported_patch_applies_where_production_sets_gomaxprocs_by_reference(
+        world: World, tmp_path: Path) -> None:
+    # Review finding: `autotune export --format kustomize` wrote {name, value} entries; merged
+    # by the API server into `GOMAXPROCS: valueFrom: resourceFieldRef: limits.cpu` (a common
+    # way to set it), the entry had both, and the Deployment was refused: a failed GitOps sync.
+    world.set_env([{"name": "LOG_LEVEL", "value": "info"}, {"name": "GOMAXPROCS", "valueFrom": {
+        "resourceFieldRef": {"containerName": "api", "resource": "limits.cpu"}}}])
+    world.settled()
+    b = golden_study(tmp_path)
+    text, code = export(build_report(b.exp, b.studies), "kustomize")
+    assert code == 0, text
+    patch = yaml.safe_load(text)
+    del patch["metadata"]  # the golden study's namespace is not this test's
+    world.admin.patch(world.path("deployments", "api"), patch, "strategic")
+    world.settled()
+    assert world.template_env() == [{"name": "LOG_LEVEL", "value": "info"},
+                                    {"name": "GOMAXPROCS", "value": "2"},
+                                    {"name": "GOGC", "value": "400"}]
+    b.studies.storage.remove_session()

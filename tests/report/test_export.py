@@ -52,6 +52,9 @@ def strategic_merge(original: Any, patch: Any) -> Any:
     if isinstance(original, dict) and isinstance(patch, dict):
         out = dict(original)
         for key, value in patch.items():
+            if value is None:  # null deletes the field
+                out.pop(key, None)
+                continue
             out[key] = strategic_merge(original[key], value) if key in original else \
                 _strip_directives(value)
         return out
@@ -73,7 +76,8 @@ def strategic_merge(original: Any, patch: Any) -> Any:
 
 def _strip_directives(x: Any) -> Any:
     if isinstance(x, dict):
-        return {k: _strip_directives(v) for k, v in x.items() if not k.startswith("$")}
+        return {k: _strip_directives(v) for k, v in x.items()
+                if not k.startswith("$") and v is not None}
     if isinstance(x, list):
         return [_strip_directives(v) for v in x]
     return x
@@ -133,9 +137,24 @@ def test_kustomize_patch_is_a_valid_deployment_patch(golden: tuple[Builder, Repo
     assert patch["apiVersion"] == "apps/v1" and patch["kind"] == "Deployment"
     assert patch["metadata"] == {"name": "api", "namespace": "shop"}
     containers = patch["spec"]["template"]["spec"]["containers"]
-    assert containers == [{"name": "api", "env": [{"name": "GOMAXPROCS", "value": "2"},
-                                                  {"name": "GOGC", "value": "400"}]}]
+    assert containers == [{"name": "api", "env": [
+        {"name": "GOMAXPROCS", "value": "2", "valueFrom": None},
+        {"name": "GOGC", "value": "400", "valueFrom": None}]}]
     assert patch_schema_errors(patch) == []
+
+
+def test_a_variable_production_sets_by_reference_gets_the_value_alone(
+        golden: tuple[Builder, Report]) -> None:
+    # Review finding: merged into `GOMAXPROCS: valueFrom: resourceFieldRef: limits.cpu`, a bare
+    # value left an entry with both, which the API server refuses (a failed sync at 3 a.m.).
+    deployment = yaml.safe_load(DEPLOYMENT)
+    api = deployment["spec"]["template"]["spec"]["containers"][0]
+    api["env"][1] = {"name": "GOMAXPROCS", "valueFrom": {
+        "resourceFieldRef": {"containerName": "api", "resource": "limits.cpu"}}}
+    patched = strategic_merge(deployment, _patch(golden[1]))
+    env = patched["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "LOG_LEVEL", "value": "info"}, {"name": "GOMAXPROCS", "value": "2"},
+                   {"name": "GOGC", "value": "400"}]
 
 
 def test_kustomize_patch_applies_cleanly(golden: tuple[Builder, Report]) -> None:
