@@ -164,6 +164,11 @@ def _check_parameters(params: tuple[Parameter, ...]) -> list[str]:
             problems.append(f"{at}.env: environment variable {p.env_var} is already set by "
                             f"parameters[{envs[p.env_var]}]")
         envs.setdefault(p.env_var, i)
+        for j, v in enumerate(p.values or ()):
+            # An exported env file is one VAR=value a line: a line break would add a variable.
+            if isinstance(v, str) and not v.isprintable():
+                problems.append(f"{at}.values[{j}]: {v!r} has a line break or a control "
+                                "character (an exported env file would carry another line)")
         problems += _check_domain(p, at)
         problems += _check_go(p, at)
     return problems

@@ -255,6 +255,11 @@ GO_REFUSED = [
       "case-sensitive): write name: GOMAXPROCS"]),
     ("Gogc by env", _go({"name": "gc", "env": "Gogc", "type": "int", "values": [100, 400]}),
      ["parameters[0].env: Go reads GOGC, not Gogc"]),
+    # Review: an exported env file is one VAR=value a line; a value with a line break added one.
+    ("line break in a value", _go({"name": "MODE", "type": "categorical",
+                                   "values": ["a", "x\nLD_PRELOAD=/tmp/e.so"]}),
+     ["parameters[0].values[1]: 'x\\nLD_PRELOAD=/tmp/e.so' has a line break or a control "
+      "character"]),
     ("local env GOMEMLIMIT",
      _go(FORCEGC, env={"GOMEMLIMIT": "64M"}),
      ["target.local.env.GOMEMLIMIT: '64M' is not a value Go takes for GOMEMLIMIT"]),
