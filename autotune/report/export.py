@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -225,8 +226,11 @@ def _durable_replace(path: Path, text: str) -> None:
         mode = path.stat().st_mode & 0o7777
     except OSError:
         mode = 0o666  # less the umask, as a new file gets
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    # The promote directory is shared (a git-sync sidecar writes there too): a name nobody can
+    # guess, created only if absent and never through a symlink (as PID 1 of the CronJob's pod
+    # the PID in the old name was always 1, so a planted link made us overwrite its target).
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with open(fd, "w", encoding="utf-8", closefd=False) as f:
             f.write(text)

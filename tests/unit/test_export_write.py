@@ -99,3 +99,18 @@ def test_a_write_to_that_is_a_file_or_unwritable_is_an_error_not_a_bug(tmp_path:
     with pytest.raises(AutotuneError, match=r"cannot write .*promote/sub/api\.env") as refused:
         write_to(afile / "sub", "api", "env", ENV)
     assert refused.value.exit_code == 1 and afile.read_text() == "mine\n"
+
+
+def test_a_link_planted_in_the_promote_directory_is_not_followed(tmp_path: Path) -> None:
+    # Review finding: the temporary file's name was .<file>.<pid>.tmp, opened with O_TRUNC and
+    # following links; as the CronJob pod's PID 1 its name was known, so a writer of the shared
+    # promote directory (a git-sync sidecar) could make autotune overwrite any file it may write.
+    victim = tmp_path / "study.db"
+    victim.write_text("the study")
+    promote = tmp_path / "promote"
+    promote.mkdir()
+    (promote / f".api.env.{os.getpid()}.tmp").symlink_to(victim)
+    path, written = write_to(promote, "api", "env", ENV)
+    assert written and "GOMAXPROCS=2" in path.read_text()
+    assert victim.read_text() == "the study"
+    assert not path.is_symlink()
