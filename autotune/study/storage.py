@@ -248,14 +248,17 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def open_for_run(
     exp: Experiment, url: str, *, new_study: bool = False,
-    diverged: Callable[[optuna.Study, str | None], str | None] | None = None,
+    diverged: Callable[[optuna.Study, list[str]], str | None] | None = None,
 ) -> Studies:
     """The studies this run continues, or new ones.
 
-    ``diverged(current, baseline)`` decides whether the current study (same experiment) is
-    continued: None continues it; a suffix starts ``<name>@<suffix>`` instead (the current one
-    is kept and returned as ``previous``). ``baseline``: how its baseline differs from the
-    experiment's (``baseline_moved``), or None; without ``diverged`` such a study is refused.
+    ``diverged(current, changes)`` decides whether the current study is continued: None
+    continues it; a suffix starts ``<name>@<suffix>`` instead (the current one is kept and
+    returned as ``previous``). ``changes``: how the experiment differs from the one the study
+    was measured with (``fingerprint``) and how its baseline differs from the experiment's
+    (``baseline_moved``); without ``diverged`` (a run by hand) a study with any is refused,
+    naming them and ``--new-study``. The nightly job passes one: nobody is there to start a
+    new study, and refusing would fail every night until someone did.
     """
     storage = open_storage(url, exp.study.heartbeat)
     current = _current(storage, exp.name)
@@ -275,16 +278,16 @@ def open_for_run(
             recorded = fp
         changes = _differences(recorded or {}, fp)
         moved = baseline_moved(exp, _reference_trials(storage, loaded))
-        if moved is not None and diverged is None:
+        if moved is not None:
             changes.append(moved)
-        if changes:
+        if changes and diverged is None:
             raise StudyError(
                 [f"the study {current.study_name!r} in {redact(url)} was started with a "
                  f"different experiment: {c}" for c in changes]
                 + ["run with --new-study to start a new study (the old one is kept), or use "
                    "--storage to put it elsewhere"]
             )
-        suffix = diverged(loaded, moved) if diverged is not None else None
+        suffix = diverged(loaded, changes) if diverged is not None else None
         if suffix is None:
             search = loaded
         else:

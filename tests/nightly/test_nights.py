@@ -132,6 +132,30 @@ def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
             if t.user_attrs["candidate"] == "recommendation"} == {settings_key(adopted)}
 
 
+def test_an_edited_experiment_starts_a_new_study_instead_of_failing_every_night(
+        tmp_path: Path) -> None:
+    # Review finding: a parameter's range edited in the CronJob's experiment made every night
+    # fail ("started with a different experiment ... run with --new-study"), which the CronJob
+    # cannot pass: no night ran, and none was recorded, until someone noticed.
+    r1 = rig(tmp_path, _exp(tmp_path))
+    first = _night(r1)
+    assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
+    doc = simulated_doc()
+    doc["name"] = "sim"
+    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
+    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    doc["parameters"][0]["values"] = [1, 2, 4]  # GOMAXPROCS 8 and 16 dropped
+    edited = parse_experiment(yaml.safe_dump(doc))
+    with pytest.raises(StudyError, match=r"parameter GOMAXPROCS changed from .* --new-study"):
+        st.open_for_run(edited, r1.url)  # by hand: refused, as before
+    second = _night(rig(tmp_path, edited))
+    o = second.opening
+    assert o.opened == "new environment" and o.previous == "sim", o
+    assert [c for c in o.changes if c.startswith("parameter GOMAXPROCS changed from")], o.changes
+    assert _record(second)["status"] == "finished"
+    assert all(opening.in_space(edited, w["settings"]) for w in o.warm_start), o.warm_start
+
+
 def test_drift_is_reported_when_production_became_better(tmp_path: Path) -> None:
     r1 = rig(tmp_path, _exp(tmp_path))
     first = _night(r1)

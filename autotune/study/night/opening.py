@@ -1,5 +1,6 @@
-"""Opening tonight's study: continue the current one or, when the environment changed, start
-a new one warm-started from the one it replaces. Measurements of another environment must not
+"""Opening tonight's study: continue the current one or, when the environment, the baseline or
+the experiment (its space, objective or constraints) changed, start a new one warm-started from
+the one it replaces. Measurements of another environment must not
 count as evidence in this one, yet what the old study learnt should not be thrown away.
 
 **Which study.** A run whose environment equals the current study's continues it (a study that
@@ -66,16 +67,17 @@ def open_night(
     env = environment(exp, described)
     changes: list[str] = []
 
-    def diverged(current: optuna.Study, baseline: str | None) -> str | None:
+    def diverged(current: optuna.Study, changed: list[str]) -> str | None:
         # A new baseline (the adopted settings put in baseline.params) is a new production
-        # setting: its study starts afresh, warm-started, like a new environment's.
+        # setting, and an edited experiment (a parameter's range, the objective, a constraint)
+        # measures something else: either study starts afresh, warm-started, like a new
+        # environment's (a run by hand refuses and names --new-study; a CronJob cannot pass it).
         recorded = current.user_attrs.get(ENVIRONMENT_ATTR)
         if not isinstance(recorded, Mapping) or not isinstance(recorded.get("fields"), Mapping):
             # Predates environment records: continued, and gets one below.
-            changes[:] = [baseline] if baseline else []
+            changes[:] = list(changed)
         else:
-            changes[:] = [*environment_changes(recorded["fields"], env.fields),
-                          *([baseline] if baseline else [])]
+            changes[:] = [*environment_changes(recorded["fields"], env.fields), *changed]
         return env.id if changes else None
 
     studies = st.open_for_run(exp, url, new_study=new_study, diverged=diverged)
@@ -109,8 +111,8 @@ def previous_best(
     summaries = [trial_summary(t) for t in previous.get_trials(deepcopy=False)]
     for pick in top_configurations(summaries, directions(exp), count + len(out),
                                    exclude=[exp.baseline_settings()]):
-        if settings_key(pick.settings) in seen:
-            continue
+        if settings_key(pick.settings) in seen or not in_space(exp, pick.settings):
+            continue  # measured before, or outside an edited experiment's space
         seen.add(settings_key(pick.settings))
         out.append({"settings": pick.settings,
                     "why": f"#{pick.trial} of {previous.study_name}: median "
