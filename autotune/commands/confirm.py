@@ -16,7 +16,8 @@ from autotune.study.loop import Progress
 
 def main(args: argparse.Namespace) -> int:
     exp, digest = session.load(args.file)
-    studies = st.open_existing(exp, st.storage_url(exp, args.storage), as_measured=True)
+    studies = st.open_existing(exp, st.storage_url(exp, args.storage), as_measured=True,
+                               measuring=True)
     moved = st.baseline_moved(exp, studies.reference.get_trials(deepcopy=False))
     if moved is not None:  # its runs would be pooled with the old baseline's
         raise StudyError([f"study {studies.search.study_name!r}: {moved}; `autotune run` "

@@ -208,7 +208,21 @@ def fingerprint(exp: Experiment) -> dict[str, Any]:
         # other storms, or combined otherwise, measured something else.
         **({"scenarios": [sc.name for sc in exp.chaos.scenarios],
             "combine": exp.chaos.combine} if exp.chaos.scenarios else {}),
+        "measurement": measurement(exp),
     }
+
+
+def measurement(exp: Experiment) -> dict[str, Any]:
+    """How a trial is measured, beyond the space and the goals: the same metric name read by
+    another query, over another window or under another load measures something else, and
+    pooled with the study's runs it would be judged as if it did not (review finding: such
+    edits continued the study silently)."""
+    k8s, local = exp.target.kubernetes, exp.target.local
+    load = (k8s.load if k8s is not None else local.load if local is not None else None)
+    return {"warmup": exp.measure.warmup, "window": exp.measure.window,
+            "queries": {name: exp.metric(name).query for name in sorted(exp.required_metrics)
+                        if name in exp.metrics},
+            "load": None if load is None else load.model_dump(mode="json")}
 
 
 def baseline_moved(exp: Experiment, reference: Sequence[FrozenTrial]) -> str | None:
@@ -227,7 +241,11 @@ def baseline_moved(exp: Experiment, reference: Sequence[FrozenTrial]) -> str | N
             "study's baseline runs measured the old one")
 
 
-def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _differences(old: dict[str, Any], new: dict[str, Any], *,
+                 measured: bool = True) -> list[str]:
+    """How fingerprint ``new`` differs from ``old``; without ``measured``, only in what maps a
+    study's settings to the environment and ranks them (space, objective, constraints). A
+    fingerprint recorded before ``measurement`` existed is not compared on it."""
     changes = []
     if old.get("directions") != new["directions"] or old.get("objective") != new["objective"]:
         changes.append(f"objective changed from {old.get('directions')} {old.get('objective')} "
@@ -243,6 +261,17 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     if old.get("constraints", []) != new["constraints"]:
         changes.append(f"constraints changed from {old.get('constraints')} to "
                        f"{new['constraints']}")
+    was, now = old.get("measurement"), new.get("measurement")
+    if measured and isinstance(was, dict) and isinstance(now, dict):
+        for key in ("warmup", "window"):
+            if was.get(key) != now.get(key):
+                changes.append(f"measure.{key} changed from {was.get(key)} s to {now.get(key)} s")
+        queries_was, queries_now = was.get("queries") or {}, now.get("queries") or {}
+        for name in sorted(queries_was.keys() & queries_now.keys()):
+            if queries_was[name] != queries_now[name]:
+                changes.append(f"metrics.{name}: its query changed")
+        if was.get("load") != now.get("load"):
+            changes.append(f"the load changed from {was.get('load')} to {now.get('load')}")
     return changes
 
 
@@ -290,6 +319,8 @@ def open_for_run(
         suffix = diverged(loaded, changes) if diverged is not None else None
         if suffix is None:
             search = loaded
+            if recorded != fp:  # an older version's record: compared on what it lacked from now
+                loaded.set_user_attr("fingerprint", fp)
         else:
             previous = loaded
             name = _replacement_name(storage, exp.name, suffix, study_id(current))
@@ -351,13 +382,15 @@ def missing_database(url: str) -> str | None:
             "path needs four slashes: sqlite:////var/lib/autotune/study.db)")
 
 
-def open_existing(exp: Experiment, url: str, *, as_measured: bool = False) -> Studies:
+def open_existing(exp: Experiment, url: str, *, as_measured: bool = False,
+                  measuring: bool = False) -> Studies:
     """The experiment's current studies. ``as_measured``: refuse them when the file's space,
     objective or constraints are no longer what the study was measured with (``fingerprint``),
     for the commands that act through the file's parameters (export, confirm): a parameter
     added since would be exported as unset (its env entry deleted in production), a renamed
     ``env`` would carry the measured value to another variable. A study that recorded no
-    fingerprint (none before its first trial) is not refused."""
+    fingerprint (none before its first trial) is not refused. ``measuring`` (confirm, which
+    adds runs): also how trials are measured (``measurement``)."""
     missing = missing_database(url)
     if missing is not None:
         raise StudyError([missing])
@@ -368,7 +401,8 @@ def open_existing(exp: Experiment, url: str, *, as_measured: bool = False) -> St
                           "run `autotune run` with this experiment first"])
     search = optuna.load_study(study_name=current, storage=storage)
     recorded = search.user_attrs.get("fingerprint")
-    changes = _differences(recorded, fingerprint(exp)) if as_measured and recorded else []
+    changes = (_differences(recorded, fingerprint(exp), measured=measuring)
+               if as_measured and recorded else [])
     if changes:
         raise StudyError(
             [f"the study {current!r} in {redact(url)} was measured with a different "

@@ -3,6 +3,7 @@ opens, the warm start, the drift check, the early stop, the night's budget and i
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,26 @@ def test_a_changed_environment_starts_a_new_study_warm_started_from_the_old(
             if t.user_attrs["candidate"] == "recommendation"} == {settings_key(adopted)}
 
 
+def _values_cut(doc: dict[str, Any]) -> None:
+    doc["parameters"][0]["values"] = [1, 2, 4]  # GOMAXPROCS 8 and 16 dropped
+
+
+def _window(doc: dict[str, Any]) -> None:
+    doc["measure"]["window"] = "15s"
+
+
+def _query(doc: dict[str, Any]) -> None:
+    doc["metrics"]["p99"] = "stress"  # what the simulated world answers besides surface
+
+
+@pytest.mark.parametrize(("edit", "change"), [
+    (_values_cut, "parameter GOMAXPROCS changed from"),
+    # Review finding: these continued the study silently, their runs judged with the old ones.
+    (_window, "measure.window changed from 10.0 s to 15.0 s"),
+    (_query, "metrics.p99: its query changed"),
+], ids=["values", "window", "query"])
 def test_an_edited_experiment_starts_a_new_study_instead_of_failing_every_night(
-        tmp_path: Path) -> None:
+        tmp_path: Path, edit: Any, change: str) -> None:
     # Review finding: a parameter's range edited in the CronJob's experiment made every night
     # fail ("started with a different experiment ... run with --new-study"), which the CronJob
     # cannot pass: no night ran, and none was recorded, until someone noticed.
@@ -144,14 +163,14 @@ def test_an_edited_experiment_starts_a_new_study_instead_of_failing_every_night(
     doc["name"] = "sim"
     doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
     doc["measure"] = {"warmup": "2s", "window": "10s"}
-    doc["parameters"][0]["values"] = [1, 2, 4]  # GOMAXPROCS 8 and 16 dropped
+    edit(doc)
     edited = parse_experiment(yaml.safe_dump(doc))
-    with pytest.raises(StudyError, match=r"parameter GOMAXPROCS changed from .* --new-study"):
+    with pytest.raises(StudyError, match=re.escape(change) + ".*--new-study"):
         st.open_for_run(edited, r1.url)  # by hand: refused, as before
     second = _night(rig(tmp_path, edited))
     o = second.opening
     assert o.opened == "new environment" and o.previous == "sim", o
-    assert [c for c in o.changes if c.startswith("parameter GOMAXPROCS changed from")], o.changes
+    assert [c for c in o.changes if c.startswith(change)], o.changes
     assert _record(second)["status"] == "finished"
     assert all(opening.in_space(edited, w["settings"]) for w in o.warm_start), o.warm_start
 
