@@ -246,6 +246,18 @@ def test_gomaxprocs_note_and_cpu_quantities() -> None:
     assert "node's CPU count" in gomaxprocs_note(None, None)
 
 
+def test_without_get_nodes_the_node_types_are_unknown_not_a_failed_night(
+        world: World) -> None:
+    # Review finding: deploy/README.md said a cluster without the ClusterRole's `get nodes`
+    # only loses node_types from the fingerprint; describe() raised and every night failed.
+    world.admin.delete("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"
+                       f"autotune-access-review-{world.namespace}")
+    target = world.target()
+    facts = world.admin.wait_for(lambda: (lambda f: f if f["node_types"] is None else None)(
+        target.describe()), 30, "RBAC to take get nodes away")
+    assert facts["image"] == "example/api:1.0" and facts["cpu_limit"] == "1"
+
+
 def test_any_of_escapes_regex_metacharacters() -> None:
     assert any_of(["b.x", "a"]) == "a|b\\.x"
 

@@ -201,14 +201,21 @@ class KubernetesTarget:
 
     def _node_types(self, dep: Obj) -> list[str] | None:
         """The instance types of the nodes the pods run on (the well-known label
-        ``node.kubernetes.io/instance-type``); None when no node says."""
+        ``node.kubernetes.io/instance-type``); None when no node says, or when ``get nodes``
+        is not granted (the ClusterRole's; deploy/README.md: the fingerprint then has no node
+        types, which is not a change of environment: fingerprint.OBSERVED)."""
         with reraise_as(TargetError):
             items, _ = self.kube.list(self._pods(self._selector(dep)))
             nodes = {str(p["spec"]["nodeName"]) for p in items
                      if is_active(p) and (p.get("spec") or {}).get("nodeName")}
             types = set()
             for name in sorted(nodes):
-                node = self.kube.get(NODES, None, name) or {}
+                try:
+                    node = self.kube.get(NODES, None, name) or {}
+                except Forbidden as e:
+                    log.warning("%s: the pods' node types are unknown (%s): the environment "
+                                "fingerprint has none tonight", self.where, e)
+                    return None
                 label = ((node.get("metadata") or {}).get("labels") or {}).get(INSTANCE_TYPE)
                 if label:
                     types.add(str(label))

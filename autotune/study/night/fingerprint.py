@@ -41,6 +41,14 @@ TARGET_FIELDS: dict[str, tuple[str, ...]] = {
 }
 """The ``describe()`` fields that identify an environment, per target kind."""
 
+OBSERVED = frozenset({"go_version", "node_types", "image_ids"})
+"""Fields read from what runs rather than from what is declared: the Go version from Prometheus
+(unreachable at the start, or no ``go_info``), the nodes' instance types (no label, or no ``get
+nodes``), the pods' image digests (no pod reporting one yet). Absent on one night, such a field
+was not seen, not changed: comparing it then split the study night after night (review finding:
+a Prometheus down at one night's start started a new study, and the next night another). A
+declared field (a limit, the image reference) that disappears is a change."""
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -73,9 +81,11 @@ def environment_id(fields: Mapping[str, Any]) -> str:
 
 def environment_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """``field: old -> new`` for every field that differs; a field one side lacks is
-    ``absent`` there. Pure."""
+    ``absent`` there, but an ``OBSERVED`` one is then not compared. Pure."""
     out = []
     for name in sorted(old.keys() | new.keys()):
+        if name in OBSERVED and (name not in old or name not in new):
+            continue  # not seen on one of the two nights: unknown, not changed
         if old.get(name) != new.get(name) or (name in old) != (name in new):
             before = _shown(old[name]) if name in old else "absent"
             after = _shown(new[name]) if name in new else "absent"

@@ -32,7 +32,12 @@ from autotune.study import storage as st
 from autotune.study.confirmation.candidates import top_configurations
 from autotune.study.kinds import TrialKind
 from autotune.study.loop import DESIGN_ATTR, trial_summary
-from autotune.study.night.fingerprint import Environment, environment, environment_changes
+from autotune.study.night.fingerprint import (
+    OBSERVED,
+    Environment,
+    environment,
+    environment_changes,
+)
 from autotune.study.night.records import last_recommendation, nights
 from autotune.study.objective import directions
 from autotune.study.space import domain, settings_key
@@ -84,8 +89,17 @@ def open_night(
     warm: list[dict[str, Any]] = []
     if studies.previous is not None and studies.created:
         warm = warm_start(exp, studies, studies.previous, described, budget, changes)
-    if ENVIRONMENT_ATTR not in studies.search.user_attrs:
+    recorded = studies.search.user_attrs.get(ENVIRONMENT_ATTR)
+    if not isinstance(recorded, Mapping) or not isinstance(recorded.get("fields"), Mapping):
         studies.search.set_user_attr(ENVIRONMENT_ATTR, env.record())
+    else:
+        # An observed field the study's record lacks (not seen when it was made), seen
+        # tonight: recorded, so that a later night compares it.
+        seen = {k: v for k, v in env.fields.items()
+                if k in OBSERVED and k not in recorded["fields"]}
+        if seen:
+            studies.search.set_user_attr(ENVIRONMENT_ATTR, Environment(
+                {**recorded["fields"], **seen}).record())
     opened: Opened = ("new environment" if studies.previous is not None
                       else "new" if studies.created else "continued")
     return Opening(studies=studies, environment=env, opened=opened,
