@@ -40,6 +40,7 @@ from autotune.study.interrupts import (
 )
 from autotune.study.journal import Journal
 from autotune.study.kinds import TrialKind
+from autotune.study.night.fingerprint import declared_changes
 from autotune.study.objective import score
 from autotune.study.optuna_private import get_trial, system_attrs, trial_id
 from autotune.study.record import LoadCheck, TrialRecord
@@ -407,10 +408,19 @@ class StudyRunner:
 
     def _describe_again(self, studies: st.Studies, described: dict[str, Any]) -> dict[str, Any]:
         """Some facts exist only once a trial ran (the calibrated load rate, the Go version):
-        record the target's description again when it changed."""
+        record the target's description again when it changed. What the target declares
+        changing (a CD rollout of a new image in the night, another limit) stops the run: the
+        next trials would measure another environment in this study (review finding: they
+        went on, and the night's verdict mixed two images); the next night starts a new study
+        (its fingerprint differs)."""
         now = self.backends.target.describe()
         if now != described:
             studies.search.set_user_attr("target", now)
+            moved = declared_changes(self.exp, described, now)
+            if moved:
+                raise StudyError([f"the environment changed during the run ({'; '.join(moved)})"
+                                  ": later trials would measure another environment in this "
+                                  "study; the next run starts a study of its own"])
         return now
 
     def _check_failures(self) -> None:

@@ -161,6 +161,29 @@ def test_pod_restart_during_the_window(world: World) -> None:
     assert restarted
 
 
+def test_a_new_image_rolled_out_during_the_run_stops_it(world: World) -> None:
+    # Review finding: a CD rollout of a new image in the night went unnoticed (the environment
+    # fingerprint is taken at the start): the later trials and the verdict mixed two images.
+    rolled: list[str] = []
+
+    def cd_rollout(seconds: float) -> None:
+        if not rolled and world.chaos_left():
+            rolled.append("example/api:1.1")
+            world.patch("deployments", "api", {"spec": {"template": {"spec": {"containers": [
+                {"name": "api", "image": rolled[0]}]}}}})
+
+    world.clock.on_sleep = cd_rollout
+    exp = world.experiment(trials=3)
+    outcome, records = run(world, exp, world.backends(exp))
+    assert rolled
+    assert isinstance(outcome, StudyError), outcome
+    assert ("the environment changed during the run (image: example/api:1.0 -> "
+            "example/api:1.1)") in str(outcome)
+    assert len(records) == 1, "no trial after the one it happened in"
+    world.assert_pristine()  # the env restored; their image kept
+    assert world.deployment()["spec"]["template"]["spec"]["containers"][0]["image"] == rolled[0]
+
+
 def test_forbidden_patch(world: World) -> None:
     world.deny("patch", "deployments")
     failed_once(world, r"^apply: forbidden \(403\): not allowed to patch deployments.apps "

@@ -96,3 +96,12 @@ def environment_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
 def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
+
+def declared_changes(exp: Experiment, before: Mapping[str, Any],
+                     after: Mapping[str, Any]) -> list[str]:
+    """How what the target declares (not ``OBSERVED``: a candidate's rollout may move pods to
+    another node type) changed between two ``describe()`` answers of one run: a CD rollout of a
+    new image, another limit. Pure."""
+    a, b = environment(exp, before).fields, environment(exp, after).fields
+    return environment_changes({k: v for k, v in a.items() if k not in OBSERVED},
+                               {k: v for k, v in b.items() if k not in OBSERVED})
