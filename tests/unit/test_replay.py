@@ -210,12 +210,9 @@ def test_a_replayed_trial_costs_its_recorded_overhead_warmup_and_window(
     assert replay.clock.monotonic() - before < 7.25 + 4 + 15 + 5
 
 
-def test_autotune_run_plays_a_recorded_grid_to_a_verdict(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from autotune.cli import main
-
-    # GOMAXPROCS=1 GOGC=400 is 50% better than Go's default, every repeat.
+def _a_clear_winner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grid where GOMAXPROCS=1 GOGC=400 is 50% better than Go's default, every repeat, and
+    the replay experiment of it, in the working directory."""
     _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.011, 0.0105),
                      "GOMAXPROCS=1 GOGC=100": (0.009, 0.0095, 0.0092),
                      "GOMAXPROCS=1 GOGC=400": (0.005, 0.0052, 0.0051),
@@ -223,6 +220,14 @@ def test_autotune_run_plays_a_recorded_grid_to_a_verdict(
                      "GOMAXPROCS=2 GOGC=400": (0.008, 0.0082, 0.0081)})
     (tmp_path / "exp.yaml").write_text(REPLAY)
     monkeypatch.chdir(tmp_path)
+
+
+def test_autotune_run_plays_a_recorded_grid_to_a_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autotune.cli import main
+
+    _a_clear_winner(tmp_path, monkeypatch)
     assert main(["run", "exp.yaml", "--plain"]) == 0
     out = capsys.readouterr().out
     assert "verdict: ADOPT GOMAXPROCS=1 GOGC=400 - " in out
@@ -244,13 +249,7 @@ def test_export_refuses_a_study_measured_with_another_experiment(
     # added since was exported as unset, i.e. a delete of production's entry never measured.
     from autotune.cli import main
 
-    _grid(tmp_path, {"GOMAXPROCS=unset GOGC=unset": (0.010, 0.011, 0.0105),
-                     "GOMAXPROCS=1 GOGC=100": (0.009, 0.0095, 0.0092),
-                     "GOMAXPROCS=1 GOGC=400": (0.005, 0.0052, 0.0051),
-                     "GOMAXPROCS=2 GOGC=100": (0.012, 0.013, 0.0125),
-                     "GOMAXPROCS=2 GOGC=400": (0.008, 0.0082, 0.0081)})
-    (tmp_path / "exp.yaml").write_text(REPLAY)
-    monkeypatch.chdir(tmp_path)
+    _a_clear_winner(tmp_path, monkeypatch)
     assert main(["run", "exp.yaml", "--plain"]) == 0
     capsys.readouterr()
     assert main(["export", "exp.yaml", "--format", "env"]) == 0
