@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
     exp, digest = session.load(args.file)
     for warning in grace_warnings(exp):  # in the night's log, where the operator looks
         print(f"nightly: warning: {warning}", file=sys.stderr)
-    code = outcome.guarded(lambda: session.study_run(exp, digest, args))
+    code = outcome.guarded(lambda: session.study_run(exp, digest, args, unattended=True))
     # Only a night that ran to its end promotes: a drifted or failed one has nothing to say.
     if code == ExitCode.OK and promote_dir is not None:
         code = outcome.guarded(lambda: export.promote(exp, args.storage, fmt,

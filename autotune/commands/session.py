@@ -100,8 +100,10 @@ def capture(exp: Experiment, studies: st.Studies, study_runner: StudyRunner) -> 
             print(f"capture of {c['name']} failed: {c['failure']}", file=sys.stderr)
 
 
-def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
-    """Run (or resume) the study: search, confirmation, drift check; print the outcome."""
+def study_run(exp: Experiment, digest: str, args: argparse.Namespace, *,
+              unattended: bool = False) -> int:
+    """Run (or resume) the study: search, confirmation, drift check; print the outcome.
+    ``unattended`` (``autotune nightly``): an edited experiment starts a new study."""
     note = check_promql(exp, args.file)
     if note:
         print(f"note: {note}", file=sys.stderr)
@@ -111,7 +113,7 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace) -> int:
     options = nightly.NightOptions(
         budget=args.trials or exp.study.trials, new_study=args.new_study,
         confirm=not args.no_confirm, top=args.top, repeats=args.repeats, extra=args.extra,
-        sequential=not args.fixed)
+        sequential=not args.fixed, accept_edits=unattended)
     progress: Progress | None = None
     started = time.monotonic()
     try:

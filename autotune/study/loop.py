@@ -221,6 +221,9 @@ class StudyRunner:
         self.design_size = 0
         self._stuck: str | None = None
         self._journal_error: StudyError | None = None
+        self._described: dict[str, Any] | None = None
+        """The target's last description (``_describe_again``): declared changes are checked
+        against it after every trial, search and confirmation."""
 
     @property
     def width(self) -> int:
@@ -415,12 +418,13 @@ class StudyRunner:
         (its fingerprint differs)."""
         now = self.backends.target.describe()
         if now != described:
-            studies.search.set_user_attr("target", now)
             moved = declared_changes(self.exp, described, now)
-            if moved:
+            if moved:  # before the record: the study never measured the new environment
                 raise StudyError([f"the environment changed during the run ({'; '.join(moved)})"
                                   ": later trials would measure another environment in this "
                                   "study; the next run starts a study of its own"])
+            studies.search.set_user_attr("target", now)
+        self._described = now
         return now
 
     def _check_failures(self) -> None:
@@ -457,7 +461,7 @@ class StudyRunner:
             self._clean_leftovers()
             if not pooled:  # a pool's members each queue their own (_run_own_baseline)
                 enqueue_baseline(exp, studies.reference)
-            described = b.target.describe()
+            described = self._described = b.target.describe()
             self.design_size = enqueue_design(exp, studies.search, described, budget)
             # Reports state the environment the numbers were measured in.
             studies.search.set_user_attr("target", described)
@@ -585,6 +589,9 @@ class StudyRunner:
         try:
             if self.queue_lock is None:  # a pool's members were cleaned when the pool began
                 self._clean_leftovers()
+            # The confirmation and the drift runs are checked as the search's trials are: a
+            # new image between them would make the verdict compare two environments.
+            described = self._described or self.backends.target.describe()
             while True:
                 for attrs in entries:
                     studies.reference.enqueue_trial({}, user_attrs=attrs)
@@ -594,6 +601,7 @@ class StudyRunner:
                     if ran is not None and ran.state == TrialState.COMPLETE:
                         completed += 1
                     self._check_failures()
+                    described = self._describe_again(studies, described)
                 entries = then() if then is not None else []
                 if not entries:
                     break

@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 class NightOptions:
     budget: int
     new_study: bool = False
+    accept_edits: bool = False
+    """An edited experiment starts a new study instead of being refused (``autotune nightly``:
+    nobody is there to pass --new-study)."""
     confirm: bool = True
     top: int = 3
     repeats: int = 3
@@ -177,7 +180,7 @@ def _prepare(exp: Experiment, url: str, runner: StudyRunner, options: NightOptio
     the night's record as "running"."""
     described = runner.backends.target.describe()
     opening = open_night(exp, url, described, budget=options.budget,
-                         new_study=options.new_study)
+                         new_study=options.new_study, accept_edits=options.accept_edits)
     studies = opening.studies
     earlier = [n for n in records.nights(studies.storage, exp.name) if n.get("night") != night]
     if retire_drift_runs(studies, earlier):

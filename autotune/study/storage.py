@@ -219,10 +219,23 @@ def measurement(exp: Experiment) -> dict[str, Any]:
     edits continued the study silently)."""
     k8s, local = exp.target.kubernetes, exp.target.local
     load = (k8s.load if k8s is not None else local.load if local is not None else None)
+    shown: dict[str, Any] | None = None
+    if load is not None:
+        # What was set, not every default (a field a later version adds must not fork every
+        # study), and never a secret: header names, the body's size, URLs without passwords or
+        # secret query values (the study database and the night's record keep this).
+        shown = load.model_dump(mode="json", exclude_defaults=True)
+        if isinstance(shown.get("headers"), dict):
+            shown["headers"] = redaction.headers(shown["headers"])
+        if isinstance(shown.get("body"), str):
+            shown["body"] = redaction.body(shown["body"])
+        for key in ("path", "url"):
+            if isinstance(shown.get(key), str):
+                shown[key] = redaction.url(shown[key])
     return {"warmup": exp.measure.warmup, "window": exp.measure.window,
             "queries": {name: exp.metric(name).query for name in sorted(exp.required_metrics)
                         if name in exp.metrics},
-            "load": None if load is None else load.model_dump(mode="json")}
+            "load": shown}
 
 
 def baseline_moved(exp: Experiment, reference: Sequence[FrozenTrial]) -> str | None:
@@ -263,14 +276,16 @@ def _differences(old: dict[str, Any], new: dict[str, Any], *,
                        f"{new['constraints']}")
     was, now = old.get("measurement"), new.get("measurement")
     if measured and isinstance(was, dict) and isinstance(now, dict):
+        # Only what the old record holds (a study's first record after an upgrade has only the
+        # warm-up and window its runs recorded: open_for_run).
         for key in ("warmup", "window"):
-            if was.get(key) != now.get(key):
+            if key in was and was.get(key) != now.get(key):
                 changes.append(f"measure.{key} changed from {was.get(key)} s to {now.get(key)} s")
         queries_was, queries_now = was.get("queries") or {}, now.get("queries") or {}
         for name in sorted(queries_was.keys() & queries_now.keys()):
             if queries_was[name] != queries_now[name]:
                 changes.append(f"metrics.{name}: its query changed")
-        if was.get("load") != now.get("load"):
+        if "load" in was and was.get("load") != now.get("load"):
             changes.append(f"the load changed from {was.get('load')} to {now.get('load')}")
     return changes
 
@@ -278,16 +293,19 @@ def _differences(old: dict[str, Any], new: dict[str, Any], *,
 def open_for_run(
     exp: Experiment, url: str, *, new_study: bool = False,
     diverged: Callable[[optuna.Study, list[str]], str | None] | None = None,
+    accept_edits: bool = False,
 ) -> Studies:
     """The studies this run continues, or new ones.
 
     ``diverged(current, changes)`` decides whether the current study is continued: None
     continues it; a suffix starts ``<name>@<suffix>`` instead (the current one is kept and
-    returned as ``previous``). ``changes``: how the experiment differs from the one the study
-    was measured with (``fingerprint``) and how its baseline differs from the experiment's
-    (``baseline_moved``); without ``diverged`` (a run by hand) a study with any is refused,
-    naming them and ``--new-study``. The nightly job passes one: nobody is there to start a
-    new study, and refusing would fail every night until someone did.
+    returned as ``previous``). ``changes``: how its baseline differs from the experiment's
+    (``baseline_moved``; without ``diverged`` such a study is refused) and, with
+    ``accept_edits``, how the experiment differs from the one the study was measured with
+    (``fingerprint``). Without ``accept_edits`` (``autotune run``: someone is there to choose)
+    an edited experiment is refused, naming each change and ``--new-study``; ``autotune
+    nightly`` accepts them: nobody is there, and refusing failed every night until someone
+    started a new study (review finding).
     """
     storage = open_storage(url, exp.study.heartbeat)
     current = _current(storage, exp.name)
@@ -305,11 +323,19 @@ def open_for_run(
             loaded.set_user_attr("experiment", exp.name)
             loaded.set_user_attr("autotune_version", __version__)
             recorded = fp
-        changes = _differences(recorded or {}, fp)
+        if (isinstance(recorded, dict) and "measurement" not in recorded
+                and isinstance(loaded.user_attrs.get("measure"), dict)):
+            # Recorded before the measurement was: its runs recorded their warm-up and window.
+            runs = loaded.user_attrs["measure"]
+            recorded = {**recorded, "measurement": {
+                k: runs[k] for k in ("warmup", "window") if k in runs}}
+        edits = _differences(recorded or {}, fp)
         moved = baseline_moved(exp, _reference_trials(storage, loaded))
-        if moved is not None:
-            changes.append(moved)
-        if changes and diverged is None:
+        changes = [*edits, *([moved] if moved is not None else [])]
+        refused = [*(edits if diverged is None or not accept_edits else []),
+                   *([moved] if moved is not None and diverged is None else [])]
+        if refused:
+            changes = refused
             raise StudyError(
                 [f"the study {current.study_name!r} in {redact(url)} was started with a "
                  f"different experiment: {c}" for c in changes]

@@ -166,8 +166,8 @@ def test_an_edited_experiment_starts_a_new_study_instead_of_failing_every_night(
     edit(doc)
     edited = parse_experiment(yaml.safe_dump(doc))
     with pytest.raises(StudyError, match=re.escape(change) + ".*--new-study"):
-        st.open_for_run(edited, r1.url)  # by hand: refused, as before
-    second = _night(rig(tmp_path, edited))
+        _night(rig(tmp_path, edited))  # `autotune run`: refused, as before
+    second = _night(rig(tmp_path, edited), accept_edits=True)  # `autotune nightly`
     o = second.opening
     assert o.opened == "new environment" and o.previous == "sim", o
     assert [c for c in o.changes if c.startswith(change)], o.changes
@@ -266,3 +266,24 @@ def test_a_night_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
     [record] = records.nights(st.open_storage(r.url, 10), "sim")
     assert record["status"] == "failed" and "in a row failed" in record["error"]
     assert "finished" in record and "verdict" not in record
+
+
+def test_a_window_edited_on_the_upgrade_night_is_seen_through_the_runs_record(
+        tmp_path: Path) -> None:
+    # Review: a study recorded before the fingerprint had its measurement would have been
+    # continued with a new window and the new fingerprint recorded over the old: the change
+    # lost. Its runs recorded their warm-up and window (the study's "measure" attr).
+    r = rig(tmp_path, _exp(tmp_path))
+    first = _night(r)
+    recorded = dict(first.studies.search.user_attrs["fingerprint"])
+    del recorded["measurement"]  # as an earlier version recorded it
+    first.studies.search.set_user_attr("fingerprint", recorded)
+    doc = simulated_doc()
+    doc["name"] = "sim"
+    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
+    doc["measure"] = {"warmup": "2s", "window": "15s"}
+    with pytest.raises(StudyError, match=r"measure\.window changed from 10\.0 s to 15\.0 s"):
+        st.open_for_run(parse_experiment(yaml.safe_dump(doc)), r.url)
+    st.open_for_run(r.exp, r.url)  # the same experiment: continued, and recorded in full
+    assert "measurement" in optuna.load_study(study_name="sim", storage=r.url).user_attrs[
+        "fingerprint"]

@@ -74,6 +74,22 @@ def test_a_night_without_adopt_promotes_nothing_and_is_no_failure(
     assert not promote.exists()
 
 
+def test_an_edited_experiment_is_a_new_study_at_night_and_refused_by_hand(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Review finding: after an edit of the CronJob's experiment every night failed, naming
+    # --new-study, which a CronJob cannot pass; `autotune run` must still refuse it.
+    assert cli.main(["nightly", "api.yaml", "--no-confirm", "--plain"]) == 0
+    doc = yaml.safe_load((workdir / "api.yaml").read_text())
+    doc["parameters"][0]["values"] = doc["parameters"][0]["values"][:3]
+    (workdir / "api.yaml").write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert cli.main(["run", "api.yaml", "--no-confirm", "--plain"]) == ExitCode.CONFIG
+    assert "--new-study" in capsys.readouterr().err
+    assert cli.main(["nightly", "api.yaml", "--no-confirm", "--plain"]) == 0
+    out = capsys.readouterr().out
+    assert "new environment" in out and "parameter GOMAXPROCS changed from" in out
+
+
 def test_an_unknown_promote_format_in_the_environment_is_a_usage_error(
         workdir: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,7 +107,8 @@ class Steps:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, **outcomes: Any) -> None:
         self.calls: list[str] = []
         self.outcomes = outcomes
-        monkeypatch.setattr(session, "study_run", lambda exp, digest, args: self._do("run"))
+        monkeypatch.setattr(session, "study_run",
+                            lambda exp, digest, args, **_: self._do("run"))
         monkeypatch.setattr(export, "promote", lambda exp, storage, fmt, d: self._do("promote"))
         monkeypatch.setattr(report, "report_line", lambda exp, storage: self._do("report"))
         monkeypatch.setattr(history, "show", lambda exp, storage, out, as_json: self._do(
@@ -144,7 +161,7 @@ def report_line(exp, storage):
     print("report went on after SIGTERM")
     return 0
 
-session.study_run = lambda exp, digest, args: 0
+session.study_run = lambda exp, digest, args, **_: 0
 report.report_line = report_line
 history.show = lambda *args, **kwargs: print("history ran") or 0
 sys.exit(cli.main(["nightly", "api.yaml", "--plain"]))

@@ -439,3 +439,19 @@ def test_a_rejected_cluster_load_url_is_not_quoted(url: str) -> None:
     assert "CANARYpw" not in message, message
     assert "target.kubernetes.load.url: must be a plain http:// URL without a user or " \
         "password" in message, message
+
+
+def test_the_study_fingerprint_keeps_the_load_but_none_of_its_secrets() -> None:
+    # Review finding: the fingerprint's measurement stored the load spec as written (a header's
+    # value, a login body, a secret in the path) in the study database and the night's record.
+    from autotune.study.storage import fingerprint
+
+    doc = yaml.safe_load(Path("experiments/local.yaml").read_text())
+    doc["target"]["local"]["load"].update(
+        method="POST", body='{"password": "body-c4nary"}', path="/q?token=path-c4nary",
+        headers={"X-Api-Key": "header-c4nary", "Content-Type": "application/json"})
+    shown = json.dumps(fingerprint(parse_experiment(yaml.safe_dump(doc))))
+    assert not any(c in shown for c in ("body-c4nary", "path-c4nary", "header-c4nary")), shown
+    load = fingerprint(parse_experiment(yaml.safe_dump(doc)))["measurement"]["load"]
+    assert load["headers"]["Content-Type"] == "application/json" and "X-Api-Key" in load["headers"]
+    assert load["rate"] == "auto" and load["method"] == "POST"

@@ -67,16 +67,15 @@ class Opening:
 
 def open_night(
     exp: Experiment, url: str, described: Mapping[str, Any], *, budget: int,
-    new_study: bool = False,
+    new_study: bool = False, accept_edits: bool = False,
 ) -> Opening:
     env = environment(exp, described)
     changes: list[str] = []
 
     def diverged(current: optuna.Study, changed: list[str]) -> str | None:
         # A new baseline (the adopted settings put in baseline.params) is a new production
-        # setting, and an edited experiment (a parameter's range, the objective, a constraint)
-        # measures something else: either study starts afresh, warm-started, like a new
-        # environment's (a run by hand refuses and names --new-study; a CronJob cannot pass it).
+        # setting, and an edited experiment (with accept_edits: the nightly) measures something
+        # else: either study starts afresh, warm-started, like a new environment's.
         recorded = current.user_attrs.get(ENVIRONMENT_ATTR)
         if not isinstance(recorded, Mapping) or not isinstance(recorded.get("fields"), Mapping):
             # Predates environment records: continued, and gets one below.
@@ -85,7 +84,8 @@ def open_night(
             changes[:] = [*environment_changes(recorded["fields"], env.fields), *changed]
         return env.id if changes else None
 
-    studies = st.open_for_run(exp, url, new_study=new_study, diverged=diverged)
+    studies = st.open_for_run(exp, url, new_study=new_study, diverged=diverged,
+                              accept_edits=accept_edits)
     warm: list[dict[str, Any]] = []
     if studies.previous is not None and studies.created:
         warm = warm_start(exp, studies, studies.previous, described, budget, changes)
@@ -122,11 +122,21 @@ def previous_best(
         if settings_key(recommendation["settings"]) != baseline:
             out.append({"settings": dict(recommendation["settings"]),
                         "why": f"the recommendation adopted on night {recommendation['night']}"})
-    summaries = [trial_summary(t) for t in previous.get_trials(deepcopy=False)]
+    recorded = previous.user_attrs.get("fingerprint")
+    if not isinstance(recorded, Mapping) or (
+            recorded.get("directions"), recorded.get("objective")) != (
+            directions(exp), [g.label for g in exp.goals]):
+        # Its values rank another objective (an edited experiment): ranked by ours they would
+        # queue its worst configurations first, or fail on a second objective it never had.
+        return out[:count]
+    # Only configurations of the (perhaps edited) space, before ranking: a narrowed range must
+    # not leave the warm start empty while the old study holds in-space configurations.
+    summaries = [s for s in (trial_summary(t) for t in previous.get_trials(deepcopy=False))
+                 if in_space(exp, s["settings"])]
     for pick in top_configurations(summaries, directions(exp), count + len(out),
                                    exclude=[exp.baseline_settings()]):
-        if settings_key(pick.settings) in seen or not in_space(exp, pick.settings):
-            continue  # measured before, or outside an edited experiment's space
+        if settings_key(pick.settings) in seen:
+            continue
         seen.add(settings_key(pick.settings))
         out.append({"settings": pick.settings,
                     "why": f"#{pick.trial} of {previous.study_name}: median "
