@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "weighted mix (docs/scenarios.md)")
     _run_options(p)
 
-    p = add("nightly", "one night in one process (what the CronJob runs): `run`; only when it "
-                       "exits 0, on ADOPT the export into the promote directory (not adopted "
+    p = add("nightly", "one night in one process (what the CronJob runs): `run` (but an "
+                       "edited experiment starts a new, warm-started study instead of being "
+                       "refused: nobody is there to pass --new-study); only when it exits 0, "
+                       "on ADOPT the export into the promote directory (not adopted "
                        "tonight is no error); then `report` and `history`. Exits with the run's "
                        "code (0, or 4 with --fail-on-drift), else with the first failing step's; "
                        "SIGINT/SIGTERM at any step stops the night (130), the running trial "
