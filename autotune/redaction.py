@@ -21,6 +21,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, unquote
 
 MASK = "***"
@@ -163,6 +164,20 @@ def headers(values: Mapping[str, str]) -> dict[str, str]:
 def body(text: str) -> str:
     """A request body as its size: it may carry credentials (a login form)."""
     return f"<{len(text.encode())} bytes>" if text else ""
+
+
+def load_spec(dump: Mapping[str, Any]) -> dict[str, Any]:
+    """A load spec's dump (local or in-cluster) fit to record: header names, the body's size,
+    URLs and paths without their secrets; the keys it lacks stay absent."""
+    out = dict(dump)
+    if isinstance(out.get("headers"), Mapping):
+        out["headers"] = headers(out["headers"])
+    if isinstance(out.get("body"), str):
+        out["body"] = body(out["body"])
+    for key in ("path", "url"):
+        if isinstance(out.get(key), str):
+            out[key] = url(out[key])
+    return out
 
 
 LIBPQ_SECRETS = frozenset({"PGPASSWORD"})

@@ -224,14 +224,7 @@ def measurement(exp: Experiment) -> dict[str, Any]:
         # What was set, not every default (a field a later version adds must not fork every
         # study), and never a secret: header names, the body's size, URLs without passwords or
         # secret query values (the study database and the night's record keep this).
-        shown = load.model_dump(mode="json", exclude_defaults=True)
-        if isinstance(shown.get("headers"), dict):
-            shown["headers"] = redaction.headers(shown["headers"])
-        if isinstance(shown.get("body"), str):
-            shown["body"] = redaction.body(shown["body"])
-        for key in ("path", "url"):
-            if isinstance(shown.get(key), str):
-                shown[key] = redaction.url(shown[key])
+        shown = redaction.load_spec(load.model_dump(mode="json", exclude_defaults=True))
     return {"warmup": exp.measure.warmup, "window": exp.measure.window,
             "queries": {name: exp.metric(name).query for name in sorted(exp.required_metrics)
                         if name in exp.metrics},
@@ -332,13 +325,13 @@ def open_for_run(
         edits = _differences(recorded or {}, fp)
         moved = baseline_moved(exp, _reference_trials(storage, loaded))
         changes = [*edits, *([moved] if moved is not None else [])]
-        refused = [*(edits if diverged is None or not accept_edits else []),
+        # ``diverged`` decides on a moved baseline always, on edits only if they are accepted.
+        refused = [*([] if diverged is not None and accept_edits else edits),
                    *([moved] if moved is not None and diverged is None else [])]
         if refused:
-            changes = refused
             raise StudyError(
                 [f"the study {current.study_name!r} in {redact(url)} was started with a "
-                 f"different experiment: {c}" for c in changes]
+                 f"different experiment: {c}" for c in refused]
                 + ["run with --new-study to start a new study (the old one is kept), or use "
                    "--storage to put it elsewhere"]
             )

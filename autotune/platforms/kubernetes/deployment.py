@@ -420,10 +420,7 @@ class KubernetesTarget:
             if original is None:
                 # A finished run's record left on the ReplicaSets (by an earlier version, or
                 # its removal failed): before an owner's rollout undo brings it back.
-                copies = self._unrecord_replicasets()
-                return [*done, *([f"{self.where}: removed a finished run's record from "
-                                  f"ReplicaSet {', '.join(copies)} (a rollout undo would have "
-                                  "brought it back)"] if copies else [])]
+                return [*done, *unrecorded(self.where, self._unrecord_replicasets())]
             original = self._kept_since(dep, original)
             self._put_back(original)
             self._forget()
@@ -960,6 +957,12 @@ def unrecord_replicasets(kube: Kube, dep: Obj) -> list[str]:
     for name in marked:
         kube.patch(REPLICASETS, namespace, name, annotation_patch(None))
     return marked
+
+
+def unrecorded(where: str, copies: Sequence[str]) -> list[str]:
+    """What a cleanup says of a finished run's record it removed from ReplicaSets ``copies``."""
+    return [f"{where}: removed a finished run's record from ReplicaSet {', '.join(copies)} "
+            "(a rollout undo would have brought it back)"] if copies else []
 
 
 def restore_annotated(kube: Kube, clock: Clock, deployment: Obj,

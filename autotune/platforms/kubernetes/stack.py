@@ -28,6 +28,7 @@ from autotune.platforms.kubernetes.deployment import (
     StressGuard,
     restore_annotated,
     unrecord_replicasets,
+    unrecorded,
 )
 from autotune.platforms.kubernetes.errors import TargetProblem
 from autotune.platforms.kubernetes.lease import RunLease
@@ -373,11 +374,9 @@ def _restored(kube: Kube, clock: Clock, dep: dict[str, Any], timeout: float,
 
 
 def _unrecorded(kube: Kube, dep: dict[str, Any]) -> list[str]:
-    copies = unrecord_replicasets(kube, dep)  # an ApiError is the step's failure, said
-    meta = dep["metadata"]
-    return [f"Deployment {meta['namespace']}/{meta['name']}: removed a finished run's record "
-            f"from ReplicaSet {', '.join(copies)} (a rollout undo would have brought it back)"
-            ] if copies else []
+    meta = dep["metadata"]  # an ApiError below is the step's failure, said
+    return unrecorded(f"Deployment {meta['namespace']}/{meta['name']}",
+                      unrecord_replicasets(kube, dep))
 
 
 def describe(exp: Experiment, context: str | None = None) -> dict[str, Any]:

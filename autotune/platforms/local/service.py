@@ -128,10 +128,7 @@ class LocalService:
         return [str(binary), "-addr", f"127.0.0.1:{port}"]
 
     def describe(self) -> dict[str, Any]:
-        load = self.spec.load.model_dump(mode="json")
-        load.update(headers=redaction.headers(self.spec.load.headers),
-                    body=redaction.body(self.spec.load.body),
-                    path=redaction.url(self.spec.load.path))  # ?api_key=... is a secret too
+        load = redaction.load_spec(self.spec.load.model_dump(mode="json"))  # ?api_key=... too
         out: dict[str, Any] = {
             "kind": "local",
             "workload": "command" if self.spec.command else (self.spec.workload or "demo"),
