@@ -12,6 +12,7 @@ from autotune.progress import RichProgress
 from autotune.study import storage as st
 from autotune.study.confirmation.run import confirm
 from autotune.study.loop import Progress
+from autotune.study.night.opening import moved_since
 
 
 def main(args: argparse.Namespace) -> int:
@@ -25,6 +26,13 @@ def main(args: argparse.Namespace) -> int:
     progress: Progress | None = None
     try:
         runner, progress = session.runner(exp, digest, args.plain, args.context)
+        since = moved_since(exp, studies, runner.backends.target.describe())
+        if since:  # before the study is touched: confirm() records its plan first
+            runner.close()
+            raise StudyError([f"study {studies.search.study_name!r} was measured on another "
+                              f"environment ({'; '.join(since)}): its runs would be compared "
+                              "with runs of this one; `autotune run` starts a study of its own "
+                              "(warm-started from this one)"])
         done = confirm(exp, studies, runner, top=args.top, repeats=args.repeats,
                        seed=exp.study.seed, extra=args.extra, sequential=not args.fixed)
         session.capture(exp, studies, runner)

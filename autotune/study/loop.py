@@ -27,7 +27,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune import __version__, redaction
 from autotune.clock import Clock
-from autotune.errors import NotUndone, StressNotRecovered, StudyError, is_transient
+from autotune.errors import (
+    AutotuneError,
+    NotUndone,
+    StressNotRecovered,
+    StudyError,
+    is_transient,
+)
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import design, screening
 from autotune.study import storage as st
@@ -48,6 +54,7 @@ from autotune.study.samplers import REPAIRED_ATTR, make_sampler, measured_everyt
 from autotune.study.scenarios import qualified
 from autotune.study.space import suggest, to_env
 from autotune.study.trial import Backends, Screened, TrialContext, TrialFailed, run_phases
+from autotune.targets.base import Env
 
 log = logging.getLogger(__name__)
 
@@ -223,12 +230,19 @@ class StudyRunner:
         self._journal_error: StudyError | None = None
         self._described: dict[str, Any] | None = None
         """The target's last description (``_describe_again``): declared changes are checked
-        against it after every trial, search and confirmation."""
+        against it at the end of every trial, search and confirmation (``_measure``)."""
+        self._latest: dict[str, Any] | None = None
+        """The description read at the end of the last trial, for ``_describe_again``."""
 
     @property
     def width(self) -> int:
         """How many trials this runner measures at once (a pool: one per member)."""
         return 1
+
+    @property
+    def described(self) -> dict[str, Any] | None:
+        """The target's last description this runner checked trials against."""
+        return self._described
 
     # --- the objective Optuna calls --------------------------------------------------------
 
@@ -283,7 +297,7 @@ class StudyRunner:
                                labels=labels, measurement=record.measurement,
                                on_phase=self.progress.phase, number=trial.number,
                                screen=screen)
-            metrics = run_phases(ctx, env)
+            metrics = self._measure(ctx, env)
             self._check_load(record, metrics)
             scored = score(self.exp, metrics)
             for text, violation in scored.violations.items():
@@ -329,6 +343,40 @@ class StudyRunner:
                 self.journal.append(stored)
             except StudyError as e:
                 self._journal_error = e
+
+    def _measure(self, ctx: TrialContext, env: Env) -> dict[str, float]:
+        """``run_phases``, then the target described again before the trial is recorded: a
+        trial in whose window what the target declares changed (a CD rollout of a new image, a
+        new limit) fails, so no verdict or ranking holds a run of two environments (review
+        finding: the check ran after the trial was recorded, and a rollout between two
+        confirmation runs left one run of the new image in the verdict's rounds). A rollout
+        between two trials is caught by the next one's check: its pods run the new image by the
+        end of its window. ``_describe_again`` then stops the run."""
+        self._latest = None
+        try:
+            metrics = run_phases(ctx, env)
+        except Screened:  # a screened trial is ranked too: checked the same way
+            self._check_environment()
+            raise
+        self._check_environment()
+        return metrics
+
+    def _check_environment(self) -> None:
+        if self._described is None:
+            return
+        try:
+            try:
+                self._latest = self.backends.target.describe()
+            except AutotuneError as e:
+                if not is_transient(e):
+                    raise
+                self._latest = self.backends.target.describe()  # an API server's blip: once more
+        except AutotuneError as e:  # unchecked, the window cannot be trusted to be one image's
+            raise TrialFailed(f"could not describe the target after the window: {e}") from e
+        moved = declared_changes(self.exp, self._described, self._latest)
+        if moved:
+            raise TrialFailed(f"the environment changed during this trial ({'; '.join(moved)})"
+                              ": its window may have measured the new one")
 
     def _baseline_rate(self, key: str) -> float | None:
         """The median of ``key`` (the served request rate, ``measure.load``; with several
@@ -416,7 +464,7 @@ class StudyRunner:
         next trials would measure another environment in this study (review finding: they
         went on, and the night's verdict mixed two images); the next night starts a new study
         (its fingerprint differs)."""
-        now = self.backends.target.describe()
+        now, self._latest = self._latest or self.backends.target.describe(), None
         if now != described:
             moved = declared_changes(self.exp, described, now)
             if moved:  # before the record: the study never measured the new environment
@@ -447,6 +495,7 @@ class StudyRunner:
         self.study_name = studies.name
         self._search = studies.search
         self._reference = studies.reference
+        self._latest = None
         pooled = self.queue_lock is not None
         deadline = (self.clock.monotonic() + exp.study.deadline
                     if exp.study.deadline is not None else None)
@@ -585,13 +634,14 @@ class StudyRunner:
         self.study_name = studies.name
         self._search = studies.search
         self._reference = studies.reference
+        self._latest = None
         completed = 0
         try:
             if self.queue_lock is None:  # a pool's members were cleaned when the pool began
                 self._clean_leftovers()
             # The confirmation and the drift runs are checked as the search's trials are: a
             # new image between them would make the verdict compare two environments.
-            described = self._described or self.backends.target.describe()
+            described = self._described = self._unchanged(studies)
             while True:
                 for attrs in entries:
                     studies.reference.enqueue_trial({}, user_attrs=attrs)
@@ -609,6 +659,23 @@ class StudyRunner:
             with shielded():
                 self._finish(studies)
         return completed
+
+    def _unchanged(self, studies: st.Studies) -> dict[str, Any]:
+        """The target's description now, checked against the last one this runner saw (the
+        search's, before the confirmation and the drift runs): runs on a changed environment
+        would be compared with the search's and the baseline's runs of the old one (review
+        finding: the confirmation started from a fresh description, so a rollout after the
+        search went unnoticed). A fresh process (``autotune confirm``) is checked against the
+        study's recorded environment before it touches the study
+        (``opening.moved_since``)."""
+        now = self.backends.target.describe()
+        moved = (declared_changes(self.exp, self._described, now)
+                 if self._described is not None else [])
+        if moved:
+            raise StudyError([f"the environment changed since the search ({'; '.join(moved)})"
+                              f": runs of study {studies.name!r} would be compared with runs "
+                              "of another environment; the next run starts a study of its own"])
+        return now
 
     def claim(self) -> None:
         """Take the target before a night touches the study: on a cluster the run Lease, so a

@@ -126,6 +126,8 @@ class _Outcome:
     member: Member
     result: RunResult | None = None
     error: BaseException | None = None
+    described: dict[str, Any] | None = None
+    """The member's last description: the confirmation's mid-run checks start from it."""
 
 
 class PoolRunner(StudyRunner):
@@ -208,6 +210,7 @@ class PoolRunner(StudyRunner):
                                  queue_lock=queue_lock, stop=self.request)
             try:
                 outcome.result = runner.run(_own_studies(studies), budget, stop_rule)
+                outcome.described = runner.described
             except BaseException as e:  # reported by the pool, after every member is done
                 outcome.error = e
                 if not isinstance(e, Interrupted):
@@ -261,6 +264,7 @@ class PoolRunner(StudyRunner):
                         self.members[0].name)
         self.exp, self.backends, self.clock, self.member = (lead.exp, lead.backends, lead.clock,
                                                             lead.name)
+        self._described = standing[0].described
         results = [o.result for o in standing if o.result is not None]
         return RunResult(
             study=studies.name,

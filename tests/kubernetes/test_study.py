@@ -4,6 +4,7 @@ autotune annotation, and the failed trial recorded with its reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -182,6 +183,41 @@ def test_a_new_image_rolled_out_during_the_run_stops_it(world: World) -> None:
     assert len(records) == 1, "no trial after the one it happened in"
     world.assert_pristine()  # the env restored; their image kept
     assert world.deployment()["spec"]["template"]["spec"]["containers"][0]["image"] == rolled[0]
+
+
+class _RolloutBefore:
+    """The target, with a CD rollout of ``image`` landing just before its ``at``-th apply: the
+    trial's pods all run the new image, so nothing changes during its window."""
+
+    def __init__(self, world: World, inner: Any, at: int, image: str) -> None:
+        self.world, self.inner, self.at, self.image, self.applied = world, inner, at, image, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def apply(self, env: Any) -> Any:
+        self.applied += 1
+        if self.applied == self.at:
+            self.world.patch("deployments", "api", {"spec": {"template": {"spec": {
+                "containers": [{"name": "api", "image": self.image}]}}}})
+        return self.inner.apply(env)
+
+
+def test_a_new_image_rolled_out_between_two_trials_fails_the_second(world: World) -> None:
+    # Review finding: the check ran after a trial was recorded, so a trial whose pods all ran
+    # an image rolled out between two trials was ranked in the study.
+    exp = world.experiment(trials=3)
+    backends = world.backends(exp)
+    backends = dataclasses.replace(
+        backends, target=_RolloutBefore(world, backends.target, 2, "example/api:1.1"))
+    outcome, records = run(world, exp, backends)
+    assert isinstance(outcome, StudyError), outcome
+    assert [r["state"] for r in records] == ["COMPLETE", "FAIL"]
+    assert ("the environment changed during this trial (image: example/api:1.0 -> "
+            "example/api:1.1)") in records[1]["failure"]
+    world.assert_pristine()
+    assert world.deployment()["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "example/api:1.1")
 
 
 def test_forbidden_patch(world: World) -> None:

@@ -175,6 +175,25 @@ def test_an_edited_experiment_starts_a_new_study_instead_of_failing_every_night(
     assert all(opening.in_space(edited, w["settings"]) for w in o.warm_start), o.warm_start
 
 
+def test_a_new_objective_is_warm_started_only_from_the_adopted_recommendation(
+        tmp_path: Path) -> None:
+    # Review finding: the old study's values rank another objective; ranked by the new one
+    # they queued its worst configurations first (or failed on a second objective).
+    first = _night(rig(tmp_path, _exp(tmp_path)))
+    assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
+    adopted = first.verdict["candidate"]["settings"]
+    doc = simulated_doc()
+    doc["name"] = "sim"
+    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
+    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    doc["objective"] = {"maximize": "p99"}
+    second = _night(rig(tmp_path, parse_experiment(yaml.safe_dump(doc))), accept_edits=True,
+                    confirm=False)
+    assert second.opening.opened == "new environment", second.opening
+    assert [w["settings"] for w in second.opening.warm_start] == [adopted]
+    assert second.opening.warm_start[0]["why"].startswith("the recommendation adopted on night")
+
+
 def test_drift_is_reported_when_production_became_better(tmp_path: Path) -> None:
     r1 = rig(tmp_path, _exp(tmp_path))
     first = _night(r1)

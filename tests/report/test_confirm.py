@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from functools import partial
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.errors import StudyError
 from autotune.evidence import significance as sig
 from autotune.report import build_report
 from autotune.study import storage as st
@@ -134,6 +136,57 @@ def test_queued_confirmation_trials_run_once(tmp_path: Path) -> None:
     slots = Counter((str(t.user_attrs["candidate"]), t.user_attrs["round"])
                     for t in _confirm_trials(sim.studies))
     assert len(slots) == 6 and set(slots.values()) == {1}
+
+
+class _RolledOut:
+    """The simulated target, whose declared ``noise`` reads ``moved`` from its ``at``-th apply
+    on (a CD rollout of a new image in the night); ``at`` 0: already before the first."""
+
+    def __init__(self, inner: Any, at: int, moved: float = 0.09) -> None:
+        self.inner, self.at, self.moved, self.applied = inner, at, moved, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def apply(self, env: Any) -> Any:
+        self.applied += 1
+        return self.inner.apply(env)
+
+    def describe(self) -> dict[str, Any]:
+        now = dict(self.inner.describe())
+        if self.applied >= self.at:
+            now["noise"] = self.moved
+        return dict(now)
+
+
+def test_a_rollout_during_the_confirmation_fails_that_run_and_stops(tmp_path: Path) -> None:
+    # Review finding: the check ran after each run was recorded, so a run measured on the new
+    # image stayed in the verdict's rounds.
+    sim = run_sim(tmp_path, trials=3)
+    sim.runner.backends = dataclasses.replace(
+        sim.runner.backends, target=_RolledOut(sim.runner.backends.target, at=2))
+    with pytest.raises(StudyError, match=r"environment changed during the run \(noise: 0.03 "):
+        confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=1)
+    runs = sorted((t for t in _confirm_trials(sim.studies) if t.state != TrialState.WAITING),
+                  key=lambda t: t.number)
+    assert [t.state for t in runs] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert "the environment changed during this trial (noise: 0.03 -> 0.09)" in (
+        runs[1].user_attrs["failure"])
+
+
+def test_a_rollout_after_the_search_stops_the_confirmation_before_it_measures(
+        tmp_path: Path) -> None:
+    # Review finding: the confirmation started from a fresh description, so a rollout between
+    # the search and the confirmation went unnoticed. (``autotune confirm``, a fresh process,
+    # is checked against the study's recorded environment: test_cli_run.)
+    sim = run_sim(tmp_path, trials=3)
+    searched = sim.runner.backends
+    sim.runner.backends = dataclasses.replace(searched, target=_RolledOut(searched.target, at=0))
+    with pytest.raises(StudyError, match=r"changed since the search \(noise: 0.03 -> 0.09\)"):
+        confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=1)
+    assert [t for t in _confirm_trials(sim.studies) if t.state != TrialState.WAITING] == []
+    sim.runner.backends = searched  # unchanged: the same study is confirmed
+    assert confirm(sim.exp, sim.studies, sim.runner, top=2, repeats=3, seed=1) > 0
 
 
 def test_nothing_to_confirm_without_a_feasible_trial(tmp_path: Path) -> None:

@@ -193,6 +193,31 @@ def test_confirm_after_a_killed_run_removes_what_it_left_first(workdir: Path) ->
     assert world.load()["active"] == {} and world.load()["applied"] is None
 
 
+def test_confirm_refuses_a_study_of_another_environment_before_touching_it(
+        workdir: Path) -> None:
+    # Review finding: `autotune confirm` compared nothing: after a rollout of a new image (here
+    # the simulated world's noise, a field it declares) it measured runs of the new environment
+    # into the study of the old one, to be judged with the old runs.
+    p = _start(workdir, "--trials", "2")
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, out
+    before = _journal(workdir)
+    doc = yaml.safe_load((workdir / "exp.yaml").read_text())
+    doc["target"]["simulated"]["noise"] = 0.09
+    (workdir / "exp.yaml").write_text(yaml.safe_dump(doc))
+    confirm = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "confirm", "exp.yaml", "--plain", "--top", "1",
+         "--repeats", "1"],
+        cwd=workdir, capture_output=True, text=True, timeout=120)
+    out = confirm.stdout + confirm.stderr
+    assert confirm.returncode == 1, out
+    assert "was measured on another environment (noise: 0.03 -> 0.09)" in out, out
+    assert _journal(workdir) == before  # nothing measured
+    status = subprocess.run([sys.executable, "-m", "autotune.cli", "status", "exp.yaml", "--json"],
+                            cwd=workdir, capture_output=True, text=True, check=True)
+    assert "confirm" not in {t.get("kind") for t in json.loads(status.stdout)["trials"]}
+
+
 @pytest.mark.parametrize("command", ["run", "cleanup"])
 def test_a_state_file_that_is_not_a_worlds_is_never_replaced(workdir: Path,
                                                               command: str) -> None:

@@ -108,6 +108,18 @@ def open_night(
 
 
 
+def moved_since(exp: Experiment, studies: st.Studies, described: Mapping[str, Any]) -> list[str]:
+    """How the target's environment now differs from the one the study recorded when a run
+    opened it, by the rules a night opens a study by (``environment_changes``): empty for a
+    study that recorded none. For a command that measures into an existing study without
+    opening it (``autotune confirm``): its runs would be compared with the study's (review
+    finding: it measured a new image's runs into a study of the old one). Pure."""
+    recorded = studies.search.user_attrs.get(ENVIRONMENT_ATTR)
+    if not isinstance(recorded, Mapping) or not isinstance(recorded.get("fields"), Mapping):
+        return []
+    return environment_changes(recorded["fields"], environment(exp, described).fields)
+
+
 def previous_best(
     exp: Experiment, previous: optuna.Study, recommendation: Mapping[str, Any] | None,
     count: int = WARM_START,
