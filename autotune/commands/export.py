@@ -21,6 +21,10 @@ def main(args: argparse.Namespace) -> int:
         print("export: --write-to promotes adopted recommendations only; it does not take "
               "--force", file=sys.stderr)
         return ExitCode.USAGE
+    if args.overwrite and args.write_to is None:
+        print("export: --overwrite is for --write-to DIR (it replaces a file there that is "
+              "not autotune's)", file=sys.stderr)
+        return ExitCode.USAGE
     exp, _ = session.load(args.file)
     studies = st.open_existing(exp, st.storage_url(exp, args.storage), as_measured=True)
     text, code = render(build_report(exp, studies), args.format, force=args.force)

@@ -102,10 +102,26 @@ def _command(args: argparse.Namespace) -> scaffold.Service:
         service_job=SERVICE_JOB, findings=findings)
 
 
+COMMAND_ONLY = {"cpus": ("--cpus", 1.0), "path": ("--path", "/"),
+                "health": ("--health", "/healthz"), "cwd": ("--cwd", None),
+                "ready_timeout": ("--ready-timeout", 30.0)}
+DEPLOYMENT_ONLY = {"container": "--container", "prometheus": "--prometheus",
+                   "context": "--context", "kubeconfig": "--kubeconfig"}
+"""Options of one mode: given in the other they would be dropped without a word (review
+finding: ``--command ... --prometheus URL`` wrote a file without it)."""
+
+
 def _usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line itself (exit 2), before anything starts."""
     if not args.deployment:
+        other = [flag for key, flag in DEPLOYMENT_ONLY.items() if getattr(args, key) is not None]
+        if other:
+            return f"{', '.join(other)}: only with --deployment"
         return _command_problem(args)
+    other = [flag for key, (flag, default) in COMMAND_ONLY.items()
+             if getattr(args, key) != default]
+    if other:
+        return f"{', '.join(other)}: only with --command"
     namespace, _, name = args.deployment.partition("/")
     if not namespace or not name or "/" in name:
         return f"--deployment {args.deployment!r}: write NAMESPACE/NAME"
@@ -124,7 +140,7 @@ def _command_problem(args: argparse.Namespace) -> str | None:
         return f"--command: {e}"
     if not argv:
         return "--command is empty"
-    if not any("{port}" in a for a in argv) and args.url is None:
+    if not any("{port}" in a for a in argv):  # with --url too: the file runs the command
         return ("--command must contain {port} where the service takes its listening port "
                 "(e.g. --command './server -addr 127.0.0.1:{port}'): autotune gives each "
                 "trial's service a free port")
@@ -136,27 +152,40 @@ OPTION_OF = {
     "target.local.cpus": "--cpus", "chaos.stress.workers": "--cpus",
     "target.local.load.path": "--path", "target.local.health": "--health",
     "target.local.metrics_path": "--metrics-path",
+    "target.kubernetes.namespace": "--deployment", "target.kubernetes.deployment": "--deployment",
+    "target.kubernetes.container": "--container", "prometheus.url": "--prometheus",
 }
-"""The experiment's fields that ``init --command`` fills from its options."""
+"""The experiment's fields that ``init`` fills from its options."""
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
     """An option whose value the written file would refuse (``--cpus 300``, ``--path api``),
     named as the option, before the service is started: a draft of the file without the
     service's series is validated first (the real one is the same in those fields)."""
-    if args.deployment or not args.service_command:
-        return None
-    try:
-        argv = tuple(shlex.split(args.service_command))
-    except ValueError as e:
-        return f"--command: {e}"
-    if not argv or not any("{port}" in a for a in argv):
-        return None  # _command says what --command lacks, in its words
-    try:
-        scaffold.draft(scaffold.Service(
+    if args.deployment:
+        # Before the cluster is asked (review finding: `--name "My Service"` or `--prometheus
+        # notaurl` contacted it, then failed with exit 1); the container as named, else a
+        # valid stand-in for the one the Deployment has.
+        namespace, _, name = args.deployment.partition("/")
+        service = scaffold.Service(
+            name=_name(args), series=None, cpu_limit=None,
+            deployment=(namespace, name, args.container or "app"),
+            prometheus_url=args.prometheus, forcegc_env=args.forcegc_env)
+    elif args.service_command:
+        try:
+            argv = tuple(shlex.split(args.service_command))
+        except ValueError as e:
+            return f"--command: {e}"
+        if not argv or not any("{port}" in a for a in argv):
+            return None  # _command says what --command lacks, in its words
+        service = scaffold.Service(
             name=_name(args), series=None, cpu_limit=args.cpus, local_command=argv,
             cwd=args.cwd, health=args.health, metrics_path=args.metrics_path, path=args.path,
-            forcegc_env=args.forcegc_env, service_job=SERVICE_JOB))
+            forcegc_env=args.forcegc_env, service_job=SERVICE_JOB)
+    else:
+        return None
+    try:
+        scaffold.draft(service)
     except ExperimentError as e:
         said = []
         for part in str(e).split("; "):

@@ -37,6 +37,12 @@ def main(args: argparse.Namespace) -> int:
               f"{', '.join(EXPORT_FORMATS)}", file=sys.stderr)
         return ExitCode.USAGE
     exp, digest = session.load(args.file)
+    if promote_dir is not None and fmt == "kustomize" and exp.target.kind != "kubernetes":
+        # Review finding: every night "promoted" nothing and exited 0, the job green.
+        print(f"nightly: the promote format kustomize patches a Deployment, and {args.file} "
+              f"has a {exp.target.kind} target: give --promote-format (or "
+              f"${PROMOTE_FORMAT_VAR}) env, json or helm-values", file=sys.stderr)
+        return ExitCode.USAGE
     for warning in grace_warnings(exp):  # in the night's log, where the operator looks
         print(f"nightly: warning: {warning}", file=sys.stderr)
     code = outcome.guarded(lambda: session.study_run(exp, digest, args, unattended=True))

@@ -111,6 +111,18 @@ def _yaml_hint(e: yaml.MarkedYAMLError, text: str) -> str:
     return shown
 
 
+def _yaml_context(e: yaml.MarkedYAMLError) -> str:
+    """What PyYAML was parsing, and where it began: the cause may be there, many lines before
+    the problem (review finding: an unclosed quote on line 1 was reported at line 18 alone)."""
+    if not e.context:
+        return ""
+    mark = e.context_mark
+    at = (f" that began at line {mark.line + 1}, column {mark.column + 1}"
+          if mark is not None and (e.problem_mark is None or mark.line != e.problem_mark.line)
+          else "")
+    return f" ({e.context}{at})"
+
+
 def parse_experiment(text: str) -> Experiment:
     if len(text) > MAX_FILE_BYTES:
         raise ExperimentError([f"the text is too large for an experiment file ({len(text)} "
@@ -120,8 +132,8 @@ def parse_experiment(text: str) -> Experiment:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ExperimentError([f"{where}YAML syntax error: {e.problem}{_yaml_hint(e, text)}"]) \
-            from None
+        raise ExperimentError([f"{where}YAML syntax error: {e.problem}{_yaml_context(e)}"
+                               f"{_yaml_hint(e, text)}"]) from None
     except yaml.YAMLError as e:
         raise ExperimentError([f"YAML error: {e}"]) from None
     except RecursionError:
@@ -427,12 +439,16 @@ def format_validation_error(e: ValidationError) -> list[str]:
     # fails both members: "not a valid string" then says nothing the model's own error below
     # it (the misspelt key) does not say better. Kept when the model took none of its keys
     # (``up: {job="api"}``: unquoted PromQL that YAML read as a mapping, text was meant).
+    # So is a mapping of the model's own keys that its validator refused at the same path
+    # (``metrics.x: {query: ''}``: review finding, "must be text" said the form was wrong).
     for path, (said, value) in mistyped.items():
         below = {kind for other, kinds in deeper_kinds.items()
                  if other.startswith((f"{path}.", f"{path}[")) for kind in kinds}
-        if not below:
+        refused = (isinstance(value, dict) and not unknown.get(path)
+                   and bool(deeper_kinds.get(path, set()) - _MEMBER_TYPE_ERRORS))
+        if not below and not refused:
             continue
-        taken = (not isinstance(value, dict) or bool(below - {"extra_forbidden"})
+        taken = (not isinstance(value, dict) or refused or bool(below - {"extra_forbidden"})
                  or bool({str(k) for k in value} - unknown.get(path, set())))
         if taken:
             by_path[path] = [m for m in by_path[path] if m not in said]

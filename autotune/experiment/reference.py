@@ -198,8 +198,17 @@ def _constraint_metadata(field: FieldInfo) -> list[Any]:
     return found
 
 
+def _text_like(tp: Any) -> bool:
+    """A text, or a text or null (``str | None``: review finding, its length read "items")."""
+    tp = _unwrap(tp)[0]
+    if _is_union(tp):
+        kinds = [_unwrap(a)[0] for a in get_args(tp) if a is not type(None)]
+        return bool(kinds) and all(k is str for k in kinds)
+    return tp is str
+
+
 def _constraints(field: FieldInfo) -> str:
-    text_like = _unwrap(field.annotation)[0] is str
+    text_like = _text_like(field.annotation)
     out = []
     for m in _constraint_metadata(field):
         if isinstance(m, at.Gt):

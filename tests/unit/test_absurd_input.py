@@ -402,14 +402,28 @@ def test_init_refuses_a_number_that_is_not_finite_and_positive(
     (["--deployment", "shop/api"], "--deployment needs --prometheus URL"),
     (["--deployment", "badformat", "--prometheus", "http://127.0.0.1:1"], "write NAMESPACE/NAME"),
     (["--deployment", "shop/api/x", "--prometheus", "http://127.0.0.1:1"], "write NAMESPACE/NAME"),
+    # Review finding (a first-time user): the options below were dropped without a word, or
+    # checked only after the cluster was asked (exit 1, naming a field of an unwritten file).
+    (["--command", "./svc -addr 127.0.0.1:8080", "--url", "http://127.0.0.1:1"],
+     "--command must contain {port}"),
+    (["--command", "./svc -addr 127.0.0.1:{port}", "--prometheus", "http://127.0.0.1:1"],
+     "--prometheus: only with --deployment"),
+    (["--deployment", "shop/api", "--prometheus", "http://127.0.0.1:1", "--cpus", "2"],
+     "--cpus: only with --command"),
+    (["--deployment", "shop/api", "--prometheus", "http://127.0.0.1:1", "--name", "My Service"],
+     "--name: 'My Service' does not match"),
+    (["--deployment", "shop/api", "--prometheus", "notaurl"],
+     "--prometheus: must start with http:// or https://"),
 ])
 def test_init_calls_a_bad_deployment_flag_a_bad_command_line(
         argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Review finding: these exited 1 (a configuration problem), not 2 (a bad command line)."""
+    """Review finding: these exited 1 (a configuration problem), not 2 (a bad command line).
+    No cluster is asked: KUBECONFIG names none."""
     from autotune.cli import main
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     assert main(["init", *argv]) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
@@ -518,3 +532,21 @@ def test_init_still_says_what_the_command_lacks_in_its_own_words(
     monkeypatch.chdir(tmp_path)
     assert main(["init", "--command", "./server 'x {port}"]) == 2
     assert "autotune init: error: --command: No closing quotation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", [{"query": ""}, {"unit": "1/s"}])
+def test_a_metric_mapping_without_its_query_is_told_what_it_lacks_not_its_form(
+        spec: dict[str, str]) -> None:
+    """Review finding (a first-time user): "must be text (in quotes ...)" came first, as if the
+    documented mapping form were the mistake."""
+    doc = copy.deepcopy(BASE)
+    doc["metrics"]["errs"] = spec
+    assert _problems(doc) == ["metrics.errs: give exactly one of query (PromQL) and schedtrace"]
+
+
+def test_a_yaml_error_names_what_was_being_parsed_and_where_it_began() -> None:
+    """Review finding: an unclosed quote on line 1 was reported at the file's end alone."""
+    [problem] = _problems("name: 'absurd\ntarget:\n  simulated: {}\n")
+    assert problem.startswith("line 4, column 1: YAML syntax error: found unexpected end of "
+                              "stream (while scanning a quoted scalar that began at line 1, "
+                              "column 7)"), problem

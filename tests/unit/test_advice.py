@@ -59,6 +59,22 @@ def test_local_targets_export_fine_buckets_so_no_bucket_warning() -> None:
     assert advise(_exp(text=text)) == []  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("target", "warned"), [
+    ("{local: {command: ['./svc', '-addr', '127.0.0.1:{port}'], cpus: 1}}", True),
+    ("{local: {workload: demo, cpus: 1}}", False),
+])
+def test_a_local_command_exports_client_golangs_buckets_the_demo_its_own(
+        target: str, warned: bool) -> None:
+    # Review finding (a first-time user): the warning never fired for a local command, a
+    # service of the user's own exporting client_golang's coarse buckets.
+    text = (CLUSTER.replace("target: {kubernetes: {namespace: shop, deployment: api, "
+                            "container: api}}", f"target: {target}")
+            .replace('prometheus: {url: "http://prometheus:9090"}\n', "")
+            .replace(", load: {metric: rate}", ""))
+    found = [w for w in advise(_exp(text=text)) if "falls inside one bucket" in w]  # type: ignore[arg-type]
+    assert bool(found) == warned, found
+
+
 def test_gomaxprocs_range_far_from_the_limit() -> None:
     exp = _exp("[16, 32]")
     [excludes, far] = gomaxprocs_warnings(exp, 1.0)  # type: ignore[arg-type]

@@ -8,10 +8,13 @@ import argparse
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from autotune.cli import COMMANDS, build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_command_of_the_parser_has_a_module_with_main() -> None:
@@ -49,3 +52,18 @@ def test_fail_on_drift_with_no_confirm_is_refused(
         build_parser().parse_args([command, "x.yaml", "--no-confirm", "--fail-on-drift"])
     assert stopped.value.code == 2
     assert "not allowed with argument --no-confirm" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["doctor", "--context", "prod"], "give an experiment with a kubernetes target"),
+    (["doctor", str(ROOT / "experiments" / "local.yaml"), "--context", "prod"],
+     "has no kubernetes target"),
+])
+def test_an_option_nothing_would_use_is_a_usage_error(
+        argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding (a first-time user): `doctor --context` without a cluster experiment was
+    ignored, as if the context had been checked."""
+    from autotune.cli import main
+
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -99,6 +99,22 @@ def test_an_unknown_promote_format_in_the_environment_is_a_usage_error(
     assert not (workdir / "results").exists(), "nothing ran"
 
 
+def test_promoting_a_kustomize_patch_of_a_target_that_is_no_deployment_is_a_usage_error(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Review finding: the default format (kustomize) of a local or simulated experiment's
+    # promotion exported nothing, every night, and the night exited 0.
+    assert cli.main(["nightly", "api.yaml", "--plain", "--promote-dir",
+                     str(workdir / "promote")]) == ExitCode.USAGE
+    assert "kustomize patches a Deployment" in capsys.readouterr().err
+    assert not (workdir / "results").exists(), "nothing ran"
+
+
+def test_export_overwrite_without_write_to_is_a_usage_error(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["export", "api.yaml", "--format", "env", "--overwrite"]) == ExitCode.USAGE
+    assert "--overwrite is for --write-to DIR" in capsys.readouterr().err
+
+
 # --- the exit code rule, each step replaced -------------------------------------------------
 
 class Steps:
@@ -140,7 +156,8 @@ def test_the_nights_exit_code_is_the_runs_else_the_first_failing_steps(
         workdir: Path, monkeypatch: pytest.MonkeyPatch, outcomes: dict[str, Any],
         code: ExitCode, calls: list[str]) -> None:
     steps = Steps(monkeypatch, **outcomes)
-    assert cli.main(["nightly", "api.yaml", "--plain", "--promote-dir", "p"]) == code
+    assert cli.main(["nightly", "api.yaml", "--plain", "--promote-dir", "p",
+                     "--promote-format", "env"]) == code
     assert steps.calls == calls
 
 

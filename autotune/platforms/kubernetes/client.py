@@ -526,8 +526,9 @@ def configuration(*, context: str | None = None,
             raise PrerequisiteError(
                 "no Kubernetes credentials: no kubeconfig at "
                 f"{', '.join(map(str, paths))} and not running in a pod "
-                "(KUBERNETES_SERVICE_HOST is unset). Set target.kubernetes.kubeconfig or "
-                "KUBECONFIG, or run autotune in the cluster with a service account "
+                "(KUBERNETES_SERVICE_HOST is unset). Set target.kubernetes.kubeconfig (or "
+                "--kubeconfig) or KUBECONFIG, or run autotune in the cluster with a service "
+                "account "
                 "(see deploy/).")
     except (config.ConfigException, yaml.YAMLError, TypeError, AttributeError,
             ValueError) as e:
