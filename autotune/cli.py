@@ -1,13 +1,13 @@
 """argv -> a command -> exit code (``autotune.errors.ExitCode``). Only the parser and the
 dispatch live here; each command is a module of ``autotune.commands`` with ``main(args)``.
 
-SIGINT and SIGTERM are handled for the whole command, from the first line of ``main()``: as PID 1
-of a container (the CronJob runs ``autotune nightly`` with no shell in between) a process
-receives only the signals it has a handler for (pid_namespaces(7)), so a moment without one
-would drop the kubelet's SIGTERM and leave it to the SIGKILL after the grace period to end a run
-that changed the target. The command's module (and with it pydantic, Optuna, the Kubernetes
-client) is imported only after that, by name (``COMMANDS``): at the top of this module those
-imports would run before ``main()``.
+SIGINT, SIGTERM and SIGHUP (unless ignored) are handled for the whole command, from the first
+line of ``main()``: as PID 1 of a container (the CronJob runs ``autotune nightly`` with no shell
+in between) a process receives only the signals it has a handler for (pid_namespaces(7)), so a
+moment without one would drop the kubelet's SIGTERM and leave it to the SIGKILL after the grace
+period to end a run that changed the target. The command's module (and with it pydantic, Optuna,
+the Kubernetes client) is imported only after that, by name (``COMMANDS``): at the top of this
+module those imports would run before ``main()``.
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"on ADOPT write the export here, as `export --write-to DIR` (default "
                         f"${PROMOTE_DIR_VAR}; neither: promote nothing)")
     p.add_argument("--promote-format", choices=EXPORT_FORMATS,
-                   help=f"the export's format (default ${PROMOTE_FORMAT_VAR}, else kustomize)")
+                   help=f"the export's format (default ${PROMOTE_FORMAT_VAR}, else kustomize, "
+                        "which patches a Deployment: a kubernetes target only)")
 
     p = add("init", "write a first experiment for your service: reads its /metrics (starting "
                     "--command once on 127.0.0.1, or from --url) and its CPU limit, picks the "

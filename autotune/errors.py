@@ -33,8 +33,9 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.USAGE: "usage (bad command line)",
     ExitCode.INTERNAL: "internal error: a bug in autotune (the log has the trace)",
     ExitCode.DRIFT: "drift detected (run/nightly --fail-on-drift)",
-    ExitCode.INTERRUPTED: "interrupted by SIGINT or SIGTERM (the running trial is recorded as "
-                          "FAIL and retried on resume; stress removed and target restored first)",
+    ExitCode.INTERRUPTED: "interrupted by SIGINT, SIGTERM or SIGHUP (the running trial is "
+                          "recorded as FAIL and retried on resume; stress removed and target "
+                          "restored first)",
 }
 
 

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 
-from autotune import redaction
+from autotune import files, redaction
 from autotune.errors import TargetError
 
 log = logging.getLogger(__name__)
@@ -154,9 +154,13 @@ def _take(path: Path, why: str) -> tuple[int, Identity]:
                           f"{e.strerror or e}") from None
     for _ in range(5):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # Never through a link planted there: the holder's line replaces the file's
+            # content (review finding: a link to any file root can write was overwritten).
+            fd = files.open_no_link(path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
-            raise TargetError(f"cannot open the run lock {path}: {e.strerror or e}") from None
+            link = " (a symbolic link: remove it)" if path.is_symlink() else ""
+            raise TargetError(f"cannot open the run lock {path}: {e.strerror or e}{link}") \
+                from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -166,7 +170,7 @@ def _take(path: Path, why: str) -> tuple[int, Identity]:
                 raise TargetError(f"cannot lock {path}: {e.strerror or e}") from None
             st = os.fstat(fd)
             try:
-                now = os.stat(path)
+                now = os.lstat(path)
                 same = (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
             except FileNotFoundError:
                 same = False

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from autotune import files
 from autotune.errors import AutotuneError
 from autotune.evidence.significance import describe
 from autotune.report.model import Configuration, Report
@@ -212,46 +211,12 @@ def write_to(directory: Path, experiment: str, fmt: str, text: str, *,
                           "or run `autotune export --write-to ... --overwrite`")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _durable_replace(path, _marked(text, fmt))
+        # Durable, and never through a link planted in the shared directory (autotune.files).
+        files.replace(path, _marked(text, fmt), durable=True)
     except OSError as e:  # a directory we may not write, a full disk: the user's to fix
         raise NotOurs(f"cannot write {path}: {e.strerror or e}; the file there is as it "
                       "was") from None
     return path, True
-
-
-def _durable_replace(path: Path, text: str) -> None:
-    """Replace ``path`` atomically (a pipeline polling the directory never sees half a file)
-    and durably (after a crash: the old file or the new one, whole)."""
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o666  # less the umask, as a new file gets
-    # The promote directory is shared (a git-sync sidecar writes there too): a name nobody can
-    # guess, created only if absent and never through a symlink (as PID 1 of the CronJob's pod
-    # the PID in the old name was always 1, so a planted link made us overwrite its target).
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        with open(fd, "w", encoding="utf-8", closefd=False) as f:
-            f.write(text)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(directory)  # the rename itself
-    finally:
-        os.close(directory)
 
 
 RENDERERS: dict[str, Callable[[Report, Configuration], str]] = {

@@ -9,12 +9,12 @@ next to the report); the Markdown is a self-contained section that a report can 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune import files
 from autotune.errors import StudyError
 from autotune.experiment.models import Experiment, Setting
 from autotune.report import markdown as md
@@ -207,9 +207,9 @@ def to_json(history: Sequence[NightRow]) -> str:
 
 
 def _write(path: Path, content: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, path)
+    # Readers (a browser refreshing, CI collecting artifacts) never see half a file; a link
+    # planted in the results directory is replaced, never written through (autotune.files).
+    files.replace(path, content)
     return path
 
 

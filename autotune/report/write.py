@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from autotune import files
 from autotune.report import document, html, markdown, ownership, plots
 from autotune.report.model import Report
 from autotune.report.serialize import to_json
@@ -24,10 +24,9 @@ def check_directory(out_dir: Path) -> None:
 
 
 def _write(path: Path, text: str) -> Path:
-    # Readers (a browser refreshing, CI collecting artifacts) never see half a file.
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    # Readers (a browser refreshing, CI collecting artifacts) never see half a file; a link
+    # planted in the results directory is replaced, never written through (autotune.files).
+    files.replace(path, text)
     return path
 
 

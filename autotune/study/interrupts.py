@@ -1,4 +1,5 @@
-"""Ctrl-C and SIGTERM become an exception, except while we are undoing something.
+"""Ctrl-C, SIGTERM and SIGHUP (unless ignored: ``nohup``) become an exception, except while we
+are undoing something.
 
 Undo steps (recover the stress, restore the target) run inside ``shielded()``: a signal that
 arrives then is remembered and raised when the undo is complete, so an impatient second Ctrl-C
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 
 
 class Interrupted(KeyboardInterrupt):
-    """Raised on SIGINT/SIGTERM. A KeyboardInterrupt so Optuna records the trial as FAIL."""
+    """Raised on SIGINT/SIGTERM/SIGHUP. A KeyboardInterrupt so Optuna records the trial as
+    FAIL."""
 
     def __init__(self, signame: str = "SIGINT") -> None:
         super().__init__(signame)
@@ -85,7 +87,10 @@ def _unraisable_hook(previous: Callable[[sys.UnraisableHookArgs], Any]
 @contextmanager
 def signals_as_exceptions() -> Iterator[None]:
     """Install the handlers for the duration of a command; restore the previous ones after."""
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too (review finding: a dropped SSH session ended the run by the default action,
+    # nothing undone), unless it is ignored (`nohup`): then the run goes on, as asked.
+    hup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, *hup)}
     previous_hook = sys.unraisablehook
     _state.pending = None  # not one held back from an earlier run in this process
     _signalled.clear()

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from autotune import files
 from autotune.errors import StudyError
 
 
@@ -29,7 +30,8 @@ class Journal:
     def _append(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            # Never through a link planted in the results directory (autotune.files).
+            fd = files.open_no_link(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
                 start = os.lseek(fd, 0, os.SEEK_END)
                 if start > 0 and os.pread(fd, 1, start - 1) != b"\n":

@@ -60,10 +60,13 @@ HEADER_SECRET = f"hdr-{_RUN}-3a9f21-secret"
 FILE_SECRET = f"file-{_RUN}-7d44b0-secret"
 LOAD_SECRET = f"load-{_RUN}-e81c55-secret"
 BODY_SECRET = f"body-{_RUN}-0b7f3e-secret"
+PATH_SECRET = f"path-{_RUN}-a4c9d1-secret"
+"""In the load's path, as a query: ``?api_key=...`` (review finding: it was the load
+generator's argument, and in its log)."""
 BASIC = base64.b64encode(f"autotune:{URL_SECRET}".encode()).decode()
 """The URL's user and password as an Authorization header carries them: no less a leak."""
 CANARIES = (TOKEN, PASSWORD, URL_SECRET, HEADER_SECRET, FILE_SECRET, LOAD_SECRET, BODY_SECRET,
-            BASIC)
+            PATH_SECRET, BASIC)
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 
 
@@ -254,14 +257,16 @@ def test_a_token_with_a_trailing_newline_is_used_and_not_leaked(
 # --- the local target: load headers and body, the children's argv and environment -------------
 
 SERVICE = r'''
-"""A service that answers 200 only to a request with the expected X-Api-Key header and body,
-given as SHA-256 digests (so that its own argv holds no canary), and counts both outcomes."""
+"""A service that answers 200 only to a request with the expected X-Api-Key header, body and
+path, given as SHA-256 digests (so that its own argv holds no canary), and counts both
+outcomes."""
 import hashlib
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-port, header_digest, body_digest = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+port, header_digest, body_digest, path_digest = (int(sys.argv[1]), sys.argv[2], sys.argv[3],
+                                                 sys.argv[4])
 counts = {"yes": 0, "no": 0}
 lock = threading.Lock()
 
@@ -293,7 +298,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = (self.headers.get("X-Api-Key") or "").encode()
         ok = (hashlib.sha256(key).hexdigest() == header_digest
-              and hashlib.sha256(body).hexdigest() == body_digest)
+              and hashlib.sha256(body).hexdigest() == body_digest
+              and hashlib.sha256(self.path.encode()).hexdigest() == path_digest)
         with lock:
             counts["yes" if ok else "no"] += 1
         self.send(200 if ok else 403, "")
@@ -337,10 +343,11 @@ def _scan(table: ProcessTable, skip: set[int], script: Path, forked: bytes = b""
             continue
         if forked and argv == forked:
             continue
-        shown = argv.replace(b"\0", b" ").decode(errors="replace")[:200]
-        if str(script) in shown:
+        whole = argv.replace(b"\0", b" ").decode(errors="replace")
+        shown = whole[:200]
+        if str(script) in whole:
             table.seen.add("service")
-        elif "-max-duration" in shown and "-listen" in shown:
+        elif "-max-duration" in whole and "-listen" in whole:
             table.seen.add("loadgen")
         for where in ("cmdline", "environ"):
             try:
@@ -390,13 +397,15 @@ def test_a_local_run_writes_no_secret_and_no_child_gets_one(tmp_path: Path) -> N
     script = given / "service.py"
     script.write_text(SERVICE)
     body = f'{{"query": "x", "password": "{BODY_SECRET}"}}'
+    load_path = f"/submit?api_key={PATH_SECRET}"
     doc = _experiment(
         name="secrets-local",
         target={"local": {
             "command": [sys.executable, str(script), "{port}", _sha256(LOAD_SECRET),
-                        _sha256(body)],
+                        _sha256(body), _sha256(load_path)],
             "health": "/healthz", "metrics_path": "/metrics", "cpus": 1.0,
             "load": {"rate": 20, "method": "POST", "body": body, "connections": 4,
+                     "path": load_path,
                      "headers": {"X-Api-Key": LOAD_SECRET, "Content-Type": "application/json"}},
         }},
         parameters=[{"name": "GOMAXPROCS", "type": "int", "values": [1, 2]}],

@@ -122,6 +122,52 @@ def test_a_dead_runs_group_whose_leader_exited_is_stopped_by_the_next_cleanup(
             os.kill(child, signal.SIGKILL)
 
 
+def test_a_strangers_group_whose_leader_exited_at_a_recorded_number_is_not_stopped(
+        tmp_path: Path) -> None:
+    # Review finding: once a dead run's group was all gone, a stranger given the number that
+    # called setsid(), forked and exited (a daemon) left a group whose leader is gone, which
+    # the cleanup took for the dead run's orphans and killed. The kernel giving it the number
+    # is played by recording the stranger's number.
+    stranger = subprocess.Popen(["sh", "-c", "sleep 61 & echo $! > child; exit 0"],
+                                cwd=tmp_path, start_new_session=True)
+    stranger.wait()
+    child = int((tmp_path / "child").read_text())
+    try:
+        registry = proc.Registry(tmp_path / "processes.json")
+        dead_owner = subprocess.Popen(["true"])
+        dead_owner.wait()
+        registry.add(proc.Entry(stranger.pid, "12345", "service", ("./svc",), dead_owner.pid,
+                                None, mark="0123456789abcdef"))
+        assert registry.stop_leftovers(grace=1.0, clock=FakeClock()) == []
+        assert proc.group_members(stranger.pid) == [child], "the stranger's group was stopped"
+        assert registry.entries() == []  # not ours: forgotten
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_a_dead_runs_marked_orphans_are_stopped(tmp_path: Path) -> None:
+    # ... while the orphans a dead run's group left carry its mark and are stopped.
+    registry = proc.Registry(tmp_path / "processes.json")
+    ours = proc.start(["sh", "-c", "sleep 62 & echo $! > child; exit 0"], role="service",
+                      cwd=tmp_path, registry=registry)
+    ours.popen.wait()
+    child = int((tmp_path / "child").read_text())
+    [entry] = registry.entries()
+    environ = Path(f"/proc/{child}/environ")
+    # Read once the child's exec is done (the file reads empty while it execs).
+    assert entry.mark and wait_until(SystemClock(), lambda: proc.MARK_VAR.encode()
+                                     in environ.read_bytes(), timeout=10, every=0.01)
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    registry._save([proc.Entry(**{**entry.__dict__, "owner": dead_owner.pid})])
+    try:
+        assert len(registry.stop_leftovers(grace=1.0, clock=FakeClock())) == 1
+        assert proc.group_members(ours.pid) == [] and registry.entries() == []
+    finally:
+        if proc.group_members(ours.pid):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_a_registry_that_cannot_be_written_is_a_clear_error_and_nothing_stays(
         tmp_path: Path) -> None:
     # Review finding: a full disk surfaced as a raw OSError ("internal error: a bug"), and in a

@@ -48,7 +48,8 @@ class LoadGenerator:
         load = self.load
         argv = [
             str(self._resolve("loadgen")),
-            "-target", f"http://127.0.0.1:{port}{load.path}",
+            # The path (and its query, which may hold a key) comes in the request file.
+            "-target", f"http://127.0.0.1:{port}",
             "-rate", f"{rate:g}",
             "-listen", f"127.0.0.1:{load_port}",
             "-connections", str(load.connections),
@@ -66,17 +67,16 @@ class LoadGenerator:
 
     @contextlib.contextmanager
     def _request_file(self) -> Iterator[list[str]]:
-        """The arguments that give the generator the load's headers and body: a memory file
-        of ours (never on disk), which it opens by ``/proc/<our pid>/fd/<n>`` and reads as it
-        starts; closed once it is up. Not its argv, which any user can read in /proc."""
+        """The arguments that give the generator the load's path, headers and body: a memory
+        file of ours (never on disk), which it opens by ``/proc/<our pid>/fd/<n>`` and reads as
+        it starts; closed once it is up. Not its argv, which any user can read in /proc (review
+        finding: ``path: /api?api_key=...`` was there, and in the generator's log)."""
         load = self.load
-        if not load.headers and not load.body:
-            yield []
-            return
         fd = os.memfd_create("autotune-load-request", os.MFD_CLOEXEC)
         try:
             with open(fd, "wb", closefd=False) as f:
-                f.write(json.dumps({"headers": dict(load.headers), "body": load.body}).encode())
+                f.write(json.dumps({"headers": dict(load.headers), "body": load.body,
+                                    "path": load.path}).encode())
             yield ["-request-file", f"/proc/{os.getpid()}/fd/{fd}"]
         finally:
             os.close(fd)

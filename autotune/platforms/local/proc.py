@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from autotune import redaction
+from autotune import files, redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import PrerequisiteError, TargetError
 from autotune.pids import alive, start_time
@@ -38,6 +39,9 @@ class Entry:
     """For people (messages, processes.json): as ``redaction.argv`` shows it, never a secret."""
     owner: int = 0
     owner_started: str | None = None
+    mark: str | None = None
+    """The ``MARK_VAR`` value its process (and every process it forked) has in its environment;
+    None in a record of a version before it."""
 
     def orphaned(self) -> bool:
         """The autotune process that started it is gone (so nobody will stop it but us)."""
@@ -56,19 +60,16 @@ class Registry:
         except (OSError, json.JSONDecodeError):
             return []
         return [Entry(e["pid"], e["started"], e["role"], tuple(e["argv"]), e.get("owner", 0),
-                      e.get("owner_started")) for e in raw]
+                      e.get("owner_started"), e.get("mark")) for e in raw]
 
     def _save(self, entries: list[Entry]) -> None:
-        # One writer per experiment (the run lock, autotune.runlock); a temporary file of its
-        # own all the same, so that no other process can ever rename it away half-written.
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # One writer per experiment (the run lock, autotune.runlock); through a temporary file
+        # of a random name, never through a link planted there (review finding: the name was
+        # .processes.json.<pid>.tmp, written through a link to any file root can write).
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps([e.__dict__ for e in entries], indent=1))
-            os.replace(tmp, self.path)
+            files.replace(self.path, json.dumps([e.__dict__ for e in entries], indent=1))
         except OSError as e:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             raise TargetError(f"cannot record the processes autotune started in {self.path}: "
                               f"{e.strerror or e} (a full disk?)") from e
 
@@ -103,16 +104,36 @@ class Registry:
 def _recorded_group_is_ours(e: Entry) -> bool:
     """``group_is_ours`` for a recorded group: its leader alive is the same process by its
     start time."""
-    return alive(e.pid, e.started) or _orphans_left(e.pid)
+    return alive(e.pid, e.started) or _orphans_left(e.pid, e.mark)
 
 
-def _orphans_left(pgid: int) -> bool:
+MARK_VAR = "AUTOTUNE_PROCESS_GROUP"
+"""Set, to a random value of its own, in the environment of every process ``start`` starts; its
+children inherit it. A group whose leader is gone is ours only if a member carries it."""
+
+
+def _orphans_left(pgid: int, mark: str | None) -> bool:
     """The group's leader is gone: the group's ID stays reserved only while a member lives, and
     once none does the kernel may give the number to a new process, which leads a group of that
     number if it starts one (a shell's job, a daemon): a member that *is* the number is such a
-    stranger, never ours."""
+    stranger, never ours. Nor is a group whose members lack our ``mark`` (review finding: a
+    stranger that took the number once ours were all gone, called setsid(), forked and exited,
+    left a group whose leader is gone, taken for ours and killed). A record without a mark
+    (an older version's) is judged as before."""
     members = group_members(pgid)
-    return bool(members) and pgid not in members
+    if not members or pgid in members:
+        return False
+    return mark is None or any(_carries(pid, mark) for pid in members)
+
+
+def _carries(pid: int, mark: str) -> bool:
+    """``pid``'s environment (as it was at its exec) holds ``MARK_VAR=mark``; False when it
+    cannot be read (another user's process)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{MARK_VAR}={mark}".encode() in environ.split(b"\0")
 
 
 POLL = 0.01
@@ -183,9 +204,10 @@ class Process:
     """A started child process, tracked in a registry until stopped."""
 
     def __init__(self, popen: subprocess.Popen[bytes], role: str, registry: Registry | None,
-                 log_path: Path | None) -> None:
+                 log_path: Path | None, mark: str | None = None) -> None:
         self.popen, self.role, self.registry, self.log_path = popen, role, registry, log_path
         self.pid = popen.pid
+        self.mark = mark
 
     def running(self) -> bool:
         return self.popen.poll() is None
@@ -209,7 +231,7 @@ class Process:
 def group_is_ours(p: Process) -> bool:
     """Whether ``p``'s process group may still be signalled: its leader not reaped yet (the PID
     cannot be anyone else's), or, reaped (``running()`` collects it), members of it left."""
-    return p.popen.poll() is None or _orphans_left(p.pid)
+    return p.popen.poll() is None or _orphans_left(p.pid, p.mark)
 
 
 def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | None = None) -> None:
@@ -280,7 +302,12 @@ def start(
     out: IO[bytes] | int = subprocess.DEVNULL
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        out = log_path.open("ab")
+        try:  # appended to, never through a link planted in the results directory
+            out = os.fdopen(files.open_no_link(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT),
+                            "ab")
+        except OSError as e:
+            raise PrerequisiteError(f"{role}: cannot open its log {log_path}: "
+                                    f"{e.strerror or e}") from None
     preexec: Callable[[], None] | None = None
     if cgroup_procs:
         preexec = _join_cgroups(cgroup_procs)
@@ -293,13 +320,15 @@ def start(
     # A signal while the child starts (Popen waits for its exec while it joins the cgroups)
     # or before it is recorded would leave a process nobody knows of: it waits until both are
     # done, then the process is stopped and the interrupt raised.
+    mark = secrets.token_hex(8)
+    marked = {**(os.environ if env is None else env), MARK_VAR: mark}
     with shielded(deliver=False):
-        popen = _popen(argv, role, env, cwd, out, preexec)
+        popen = _popen(argv, role, marked, cwd, out, preexec)
         if registry is not None:
             me = os.getpid()
             try:
                 registry.add(Entry(popen.pid, start_time(popen.pid), role,
-                                   tuple(redaction.argv(argv)), me, start_time(me)))
+                                   tuple(redaction.argv(argv)), me, start_time(me), mark))
             except BaseException:
                 # The registry cannot be written: a process nobody recorded could not be
                 # stopped by a later run or `autotune cleanup`, so it does not stay.
@@ -314,7 +343,7 @@ def start(
                 registry.remove(popen.pid)
         raise
     log.debug("started %s pid %d: %s", role, popen.pid, " ".join(redaction.argv(argv)))
-    return Process(popen, role, registry, log_path)
+    return Process(popen, role, registry, log_path, mark)
 
 
 def find_binary(name: str, env_var: str, package: str) -> str:

@@ -14,9 +14,10 @@ calibrate.py chooses the rates, loadgen.py measures each). The noise probe is no
 Secrets stay where they are used (see ``autotune.redaction``). The service gets autotune's
 environment without autotune's own variables (``AUTOTUNE_*``, the storage URL among them) and
 without the variable ``prometheus.token_env`` names, plus its ``env`` and the candidate's; the load
-generator gets only PATH, HOME, the locale and the Go runtime's variables. The load's headers and
-body reach the generator through a memory file it reads at start, never its argv (which any user
-can read in /proc) nor the disk (loadgen.py starts it). ``describe()`` (the study's record of the
+generator gets only PATH, HOME, the locale and the Go runtime's variables (and every process
+``proc.start``'s mark, ``proc.MARK_VAR``). The load's path, headers and body reach the generator
+through a memory file it reads at start, never its argv (which any user can read in /proc) nor
+the disk (loadgen.py starts it). ``describe()`` (the study's record of the
 target, the nightly fingerprint, the reports) keeps the header names, the values of the content
 headers and the body's size; the command's arguments without the credentials of URLs and the
 values of arguments named like secrets.

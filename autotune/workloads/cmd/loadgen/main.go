@@ -70,11 +70,15 @@ func (h *headerList) Set(v string) error {
 type requestFile struct {
 	Headers map[string]string `json:"headers"`
 	Body    *string           `json:"body"`
+	// Path replaces -target's path and query: a query may carry credentials
+	// (?api_key=...), which an argument would show to every user.
+	Path *string `json:"path"`
 }
 
 // readRequestFile adds the file's headers to headers and sets body if the file
-// has one. No error quotes a value: they may be credentials.
-func readRequestFile(path string, headers *headerList, body *string) error {
+// has one, and path if it has one. No error quotes a value: they may be
+// credentials.
+func readRequestFile(path string, headers *headerList, body *string, target *string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -103,7 +107,34 @@ func readRequestFile(path string, headers *headerList, body *string) error {
 	if rf.Body != nil {
 		*body = *rf.Body
 	}
+	if rf.Path != nil {
+		if !strings.HasPrefix(*rf.Path, "/") || strings.ContainsAny(*rf.Path, "#\r\n\t ") {
+			return fmt.Errorf("%s: the path must start with / and hold no fragment, space or line break", path)
+		}
+		*target = *rf.Path
+	}
 	return nil
+}
+
+// withPath is u with its path and query replaced by those of p (a path from
+// -request-file, which readRequestFile checked).
+func withPath(u *url.URL, p string) (*url.URL, error) {
+	ref, err := url.Parse(p)
+	if err != nil || ref.Scheme != "" || ref.Host != "" {
+		return nil, fmt.Errorf("-request-file: the path is not a path and query")
+	}
+	out := *u
+	out.Path, out.RawPath, out.RawQuery = ref.Path, ref.RawPath, ref.RawQuery
+	return &out, nil
+}
+
+// shown is what the log says of the target: its scheme and host, and its path
+// only when it came from -target (a path from -request-file may hold a secret).
+func shown(u *url.URL, fromFile bool) string {
+	if fromFile {
+		return u.Scheme + "://" + u.Host + " (path from -request-file, not shown)"
+	}
+	return u.String()
 }
 
 func checkTarget(raw string, inCluster bool) (*url.URL, error) {
@@ -349,8 +380,9 @@ func main() {
 	if *target == "" || *listen == "" {
 		fail("-target and -listen are required")
 	}
+	filePath := ""
 	if *requestPath != "" {
-		if err := readRequestFile(*requestPath, &headers, body); err != nil {
+		if err := readRequestFile(*requestPath, &headers, body, &filePath); err != nil {
 			fail("-request-file: %v", err)
 		}
 	}
@@ -360,6 +392,11 @@ func main() {
 	u, err := checkTarget(*target, *inCluster)
 	if err != nil {
 		fail("%v", err)
+	}
+	if filePath != "" {
+		if u, err = withPath(u, filePath); err != nil {
+			fail("%v", err)
+		}
 	}
 	if err := checkListen(*listen, *inCluster); err != nil {
 		fail("-listen: %v", err)
@@ -446,7 +483,7 @@ func main() {
 	defer cancel()
 
 	log.Printf("target=%s rate=%g/s connections=%d timeout=%v max-duration=%v metrics=http://%s/metrics GOMAXPROCS=%d",
-		lg.target, lg.rate, lg.connections, *timeout, *maxDuration, ln.Addr(), runtime.GOMAXPROCS(0))
+		shown(u, filePath != ""), lg.rate, lg.connections, *timeout, *maxDuration, ln.Addr(), runtime.GOMAXPROCS(0))
 
 	var wg sync.WaitGroup
 	for i := 0; i < *connections; i++ {

@@ -149,8 +149,9 @@ func TestReadRequestFile(t *testing.T) {
 	}
 	headers := headerList{"Accept: text/plain"}
 	body := "from -body"
+	target := ""
 	ok := write("ok.json", `{"headers": {"X-Api-Key": "s3cret", "Content-Type": "application/json"}, "body": "{\"k\": \"s3cret\"}"}`)
-	if err := readRequestFile(ok, &headers, &body); err != nil {
+	if err := readRequestFile(ok, &headers, &body, &target); err != nil {
 		t.Fatal(err)
 	}
 	want := headerList{"Accept: text/plain", "Content-Type: application/json", "X-Api-Key: s3cret"}
@@ -158,7 +159,7 @@ func TestReadRequestFile(t *testing.T) {
 		t.Errorf("headers %q body %q", headers, body)
 	}
 	kept := "from -body"
-	if err := readRequestFile(write("nobody.json", `{"headers": {}}`), &headers, &kept); err != nil || kept != "from -body" {
+	if err := readRequestFile(write("nobody.json", `{"headers": {}}`), &headers, &kept, &target); err != nil || kept != "from -body" {
 		t.Errorf("a file without a body replaced -body's: %q (%v)", kept, err)
 	}
 	for name, text := range map[string]string{
@@ -167,17 +168,47 @@ func TestReadRequestFile(t *testing.T) {
 		"type.json":      `{"headers": {"X-Api-Key": 5}, "body": "s3cret"}`,
 		"unknown.json":   `{"header": {"X-Api-Key": "s3cret"}}`,
 		"broken.json":    `{"headers": {"X-Api-Key": "s3cret"`,
+		"relative.json":  `{"path": "api?key=s3cret"}`,
+		"fragment.json":  `{"path": "/api?key=s3cret#x"}`,
 	} {
 		var h headerList
 		var b string
-		err := readRequestFile(write(name, text), &h, &b)
+		err := readRequestFile(write(name, text), &h, &b, &target)
 		if err == nil {
 			t.Errorf("%s accepted", name)
 		} else if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: the error quotes a value: %v", name, err)
 		}
 	}
-	if err := readRequestFile(dir+"/missing.json", &headers, &body); err == nil {
+	if err := readRequestFile(dir+"/missing.json", &headers, &body, &target); err == nil {
 		t.Error("a missing file accepted")
+	}
+}
+
+func TestThePathOfTheRequestFileReplacesTheTargetsAndIsNotShown(t *testing.T) {
+	// Review finding: ?api_key=... on -target was readable in /proc/PID/cmdline and
+	// written to the log.
+	path := t.TempDir() + "/r.json"
+	if err := os.WriteFile(path, []byte(`{"path": "/api/items?api_key=s3cret&x=1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var h headerList
+	var b, p string
+	if err := readRequestFile(path, &h, &b, &p); err != nil {
+		t.Fatal(err)
+	}
+	base, err := checkTarget("http://127.0.0.1:8080", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := withPath(base, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.String() != "http://127.0.0.1:8080/api/items?api_key=s3cret&x=1" {
+		t.Errorf("target %s", u)
+	}
+	if strings.Contains(shown(u, true), "s3cret") || !strings.Contains(shown(u, true), "127.0.0.1:8080") {
+		t.Errorf("the log shows %q", shown(u, true))
 	}
 }
