@@ -290,6 +290,9 @@ def test_sigkill_leftovers_are_stopped_by_cleanup(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "stress-ng" in done.stdout and "service" in done.stdout
     assert _ours_alive(tmp_path) == []
+    # ... and the private Prometheus's data with it (review finding: only the next run's
+    # Prometheus removed it)
+    assert list((tmp_path / "results" / "it-local").glob("prometheus-*")) == []
 
 
 def test_users_own_service_without_go_runtime_metrics(tmp_path: Path,

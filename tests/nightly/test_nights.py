@@ -25,14 +25,20 @@ from tests.nightly.conftest import simulated_doc
 from tests.support.simulated import Rig, rig
 
 
-def _exp(tmp: Path, *, noise: float = 0.02, optimum: dict[str, Any] | None = None,
-         **study: Any) -> Experiment:
+def _doc(tmp: Path, *, noise: float = 0.02, **study: Any) -> dict[str, Any]:
+    """The file of ``_exp``, to edit."""
     doc = simulated_doc(**study)
     doc["name"] = "sim"
     doc["target"]["simulated"].update(noise=noise, state_file=str(tmp / "world.json"))
+    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    return doc
+
+
+def _exp(tmp: Path, *, noise: float = 0.02, optimum: dict[str, Any] | None = None,
+         **study: Any) -> Experiment:
+    doc = _doc(tmp, noise=noise, **study)
     if optimum is not None:
         doc["target"]["simulated"]["optimum"] = optimum
-    doc["measure"] = {"warmup": "2s", "window": "10s"}
     return parse_experiment(yaml.safe_dump(doc))
 
 
@@ -76,10 +82,7 @@ def test_the_adopted_settings_made_the_baseline_start_a_new_study(tmp_path: Path
     first = _night(r1)
     assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
     adopted = first.verdict["candidate"]["settings"]
-    doc = simulated_doc()
-    doc["name"] = "sim"
-    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
-    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    doc = _doc(tmp_path)
     doc["baseline"] = {**doc.get("baseline", {}), "params": adopted}
     second = _night(rig(tmp_path, parse_experiment(yaml.safe_dump(doc))))
     o = second.opening
@@ -159,10 +162,7 @@ def test_an_edited_experiment_starts_a_new_study_instead_of_failing_every_night(
     r1 = rig(tmp_path, _exp(tmp_path))
     first = _night(r1)
     assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
-    doc = simulated_doc()
-    doc["name"] = "sim"
-    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
-    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    doc = _doc(tmp_path)
     edit(doc)
     edited = parse_experiment(yaml.safe_dump(doc))
     with pytest.raises(StudyError, match=re.escape(change) + ".*--new-study"):
@@ -182,10 +182,7 @@ def test_a_new_objective_is_warm_started_only_from_the_adopted_recommendation(
     first = _night(rig(tmp_path, _exp(tmp_path)))
     assert first.verdict["verdict"] == "adopt", first.verdict["reason"]
     adopted = first.verdict["candidate"]["settings"]
-    doc = simulated_doc()
-    doc["name"] = "sim"
-    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
-    doc["measure"] = {"warmup": "2s", "window": "10s"}
+    doc = _doc(tmp_path)
     doc["objective"] = {"maximize": "p99"}
     second = _night(rig(tmp_path, parse_experiment(yaml.safe_dump(doc))), accept_edits=True,
                     confirm=False)
@@ -297,10 +294,8 @@ def test_a_window_edited_on_the_upgrade_night_is_seen_through_the_runs_record(
     recorded = dict(first.studies.search.user_attrs["fingerprint"])
     del recorded["measurement"]  # as an earlier version recorded it
     first.studies.search.set_user_attr("fingerprint", recorded)
-    doc = simulated_doc()
-    doc["name"] = "sim"
-    doc["target"]["simulated"].update(noise=0.02, state_file=str(tmp_path / "world.json"))
-    doc["measure"] = {"warmup": "2s", "window": "15s"}
+    doc = _doc(tmp_path)
+    doc["measure"]["window"] = "15s"
     with pytest.raises(StudyError, match=r"measure\.window changed from 10\.0 s to 15\.0 s"):
         st.open_for_run(parse_experiment(yaml.safe_dump(doc)), r.url)
     st.open_for_run(r.exp, r.url)  # the same experiment: continued, and recorded in full

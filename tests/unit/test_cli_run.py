@@ -37,6 +37,9 @@ def _start(tmp: Path, *args: str) -> subprocess.Popen[str]:
          *args],
         cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
+        # As from a terminal: the tests may run under nohup (CI), whose ignored SIGHUP the
+        # child would inherit, and autotune respects.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
 
 

@@ -46,7 +46,7 @@ from autotune.errors import TargetError
 from autotune.experiment.models import Experiment, LocalTarget
 from autotune.insight import capture, schedtrace
 from autotune.live import Live, Matcher, Window
-from autotune.platforms.local import calibrate, cgroups, gobuild, proc
+from autotune.platforms.local import calibrate, cgroups, gobuild, proc, prometheus
 from autotune.platforms.local.cgroups import CpuLimit
 from autotune.platforms.local.loadgen import LoadGenerator
 from autotune.platforms.local.noise import HostNoise
@@ -432,12 +432,16 @@ class LocalService:
             self._created = False
 
     def cleanup(self) -> list[str]:
-        """Stop processes a dead run of this experiment left, and remove its cgroups."""
+        """Stop processes a dead run of this experiment left, and remove its cgroups and its
+        private Prometheus's data (review finding: only the next run's Prometheus removed it,
+        so `autotune cleanup` left it, though docs/local.md said otherwise)."""
         done = self.registry.stop_leftovers()
         prefix = self.limit.name.rsplit("-", 1)[0]
         for stale in cgroups.stale(prefix, self.limit.mode):
             killed = stale.remove()
             done.append(f"cgroup {stale.name}" + (f" ({', '.join(killed)})" if killed else ""))
+        for tsdb in prometheus.remove_stale(self.logs.parent.resolve()):
+            done.append(f"the private Prometheus's data {tsdb.name}/")
         return done
 
     def noise_probe(self) -> NoiseProbe | None:
