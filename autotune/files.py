@@ -56,3 +56,9 @@ def open_no_link(path: Path, flags: int, mode: int = 0o644) -> int:
     """``os.open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode)``: a symbolic link at ``path`` is
     an ``OSError`` (ELOOP), never followed. Raises ``OSError``."""
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def link_hint(path: Path) -> str:
+    """What to say after an error of ``open_no_link`` on ``path``: that it is a link."""
+    return (" (a symbolic link, which autotune never writes through: put the file itself "
+            "there, or link the directory instead)" if path.is_symlink() else "")

@@ -158,9 +158,8 @@ def _take(path: Path, why: str) -> tuple[int, Identity]:
             # content (review finding: a link to any file root can write was overwritten).
             fd = files.open_no_link(path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
-            link = " (a symbolic link: remove it)" if path.is_symlink() else ""
-            raise TargetError(f"cannot open the run lock {path}: {e.strerror or e}{link}") \
-                from None
+            raise TargetError(f"cannot open the run lock {path}: {e.strerror or e}"
+                              f"{files.link_hint(path)}") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -16,6 +16,7 @@ import contextlib
 import http.client
 import math
 import os
+import secrets
 import shlex
 import time
 from collections.abc import Iterator, Sequence
@@ -28,6 +29,7 @@ from typing import Literal, Protocol
 import requests
 import urllib3
 
+from autotune import files
 from autotune.deadline import chunks
 from autotune.errors import MetricsError
 
@@ -137,7 +139,9 @@ def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path,
     param, asked = _seconds_param(kind, seconds)
     path = f"{endpoint.path}?seconds={param}"
     url = transport.where(path)
-    tmp = out.with_name(f".{out.name}.part{os.getpid()}")
+    # A name nobody can guess, created only if absent, never through a link (autotune.files;
+    # review finding: .<name>.part<pid>, and as PID 1 of the CronJob's pod the PID is 1).
+    tmp = out.with_name(f".{out.name}.part{secrets.token_hex(8)}")
     try:
         with transport.get(path, asked + SLACK) as r:
             if r.status == 404:
@@ -150,7 +154,8 @@ def _fetch(transport: Transport, kind: Kind, seconds: float, out: Path,
                 raise MetricsError(f"{url}: HTTP {r.status}: {reason}")
             size = 0
             head = b""
-            with tmp.open("wb") as f:
+            with os.fdopen(files.open_no_link(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                              0o666), "wb") as f:
                 try:
                     for chunk in r.chunks:
                         if len(head) < len(endpoint.magic):

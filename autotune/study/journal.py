@@ -49,7 +49,7 @@ class Journal:
                 os.close(fd)
         except OSError as e:
             raise StudyError(f"cannot write the run journal {self.path}: "
-                             f"{e.strerror or e}") from None
+                             f"{e.strerror or e}{files.link_hint(self.path)}") from None
 
     def entries(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():

@@ -78,8 +78,9 @@ class Night:
         self.promote = tmp / "promote"
 
     def env(self) -> dict[str, str]:
+        # The CronJob's kustomize format patches a Deployment: this night's target is local.
         return pid1.cronjob_env({"AUTOTUNE_PROMOTE_DIR": str(self.promote),
-                                 **ks.tag_env(self.tag)})
+                                 "AUTOTUNE_PROMOTE_FORMAT": "env", **ks.tag_env(self.tag)})
 
     def stressed(self) -> bool:
         return any(p.role == "stress-ng" for p in ks.tagged(self.tag))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from autotune import files
 from autotune.clock import Clock
 from autotune.errors import TargetError
 from autotune.experiment import models
@@ -630,10 +630,11 @@ class KubernetesTarget:
         if self.state_file is None:
             return
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"deployment": self.where, **json.loads(original.to_json())},
-                                  indent=1, sort_keys=True))
-        os.replace(tmp, self.state_file)
+        # Never through a link planted in the results directory (the CronJob's volume):
+        # autotune.files (review finding: a fixed .tmp name, written through a link).
+        files.replace(self.state_file, json.dumps(
+            {"deployment": self.where, **json.loads(original.to_json())}, indent=1,
+            sort_keys=True))
 
     def _adopt_outside_changes(self, dep: Obj) -> None:
         """A tuned variable another writer changed since this run last set it (a ``kubectl

@@ -85,13 +85,21 @@ class Registry:
     def stop_leftovers(self, grace: float = 5.0, roles: Sequence[str] | None = None,
                        clock: Clock | None = None) -> list[str]:
         """Stop the recorded process groups (of ``roles``, or all) whose autotune owner died;
-        forget those gone. One still running after SIGKILL stays recorded, and is said."""
+        forget those gone. One still running after SIGKILL stays recorded, and is said; so is
+        one whose members lack its mark (``_judged``): neither killed nor forgotten."""
         done = []
         for e in self._load():
             if (roles is not None and e.role not in roles) or not e.orphaned():
                 continue  # a live run (perhaps another worker) still owns it
-            if _recorded_group_is_ours(e):
-                what = f"{e.role} (pid {e.pid}: {' '.join(e.argv[:3])} ...)"
+            judged = _judged(e)
+            what = f"{e.role} (pid {e.pid}: {' '.join(e.argv[:3])} ...)"
+            if judged == "unsure":
+                done.append(f"{what} not stopped: process group {e.pid} has members, none with "
+                            f"this run's mark ({MARK_VAR}): a process of ours that cleared its "
+                            "environment, or a stranger's group that took the number since. "
+                            f"Check `ps -o pid,stat,cmd -g {e.pid}`; it stays recorded")
+                continue
+            if judged == "ours":
                 if stop_pids([e.pid], grace, clock):
                     done.append(f"{what} still running after SIGKILL: stop it by hand, "
                                 f"`ps -o pid,stat,cmd -g {e.pid}`")
@@ -101,29 +109,40 @@ class Registry:
         return done
 
 
-def _recorded_group_is_ours(e: Entry) -> bool:
-    """``group_is_ours`` for a recorded group: its leader alive is the same process by its
-    start time."""
-    return alive(e.pid, e.started) or _orphans_left(e.pid, e.mark)
-
-
 MARK_VAR = "AUTOTUNE_PROCESS_GROUP"
 """Set, to a random value of its own, in the environment of every process ``start`` starts; its
-children inherit it. A group whose leader is gone is ours only if a member carries it."""
+children inherit it. A dead run's group whose leader is gone is ours if a member carries it."""
 
 
-def _orphans_left(pgid: int, mark: str | None) -> bool:
-    """The group's leader is gone: the group's ID stays reserved only while a member lives, and
-    once none does the kernel may give the number to a new process, which leads a group of that
-    number if it starts one (a shell's job, a daemon): a member that *is* the number is such a
-    stranger, never ours. Nor is a group whose members lack our ``mark`` (review finding: a
-    stranger that took the number once ours were all gone, called setsid(), forked and exited,
-    left a group whose leader is gone, taken for ours and killed). A record without a mark
-    (an older version's) is judged as before."""
+def _judged(e: Entry) -> str:
+    """A dead run's recorded group: "ours" (its leader alive, the same process by its start
+    time; or gone, with members of which one carries the entry's mark), "gone" (no member, or
+    a stranger leads a group of that number), or "unsure" (members, none with the mark).
+
+    Once the leader is gone the group's ID stays reserved only while a member lives; once none
+    does, the kernel may give the number to a new process, which leads a group of that number
+    if it starts one (a member that *is* the number is such a stranger), or, if it called
+    setsid(), forked and exited (a daemon), leaves a group whose leader is gone: review
+    finding, taken for the dead run's orphans and killed. Hence the mark; a member without it
+    may still be ours (``env -i``, a process title written over its environment), so such a
+    group is said, not killed nor forgotten. A record without a mark (an older version's) is
+    judged as before: ours."""
+    if alive(e.pid, e.started):
+        return "ours"
+    members = group_members(e.pid)
+    if not members or e.pid in members:
+        return "gone"
+    if e.mark is None or any(_carries(pid, e.mark) for pid in members):
+        return "ours"
+    return "unsure"
+
+
+def _orphans_left(pgid: int) -> bool:
+    """Within a live run: the group's leader, reaped by us, is gone and members of its group
+    are left. They keep the number reserved, and only processes of our session could have
+    joined it: ours (a member that *is* the number leads a new group: a stranger's)."""
     members = group_members(pgid)
-    if not members or pgid in members:
-        return False
-    return mark is None or any(_carries(pid, mark) for pid in members)
+    return bool(members) and pgid not in members
 
 
 def _carries(pid: int, mark: str) -> bool:
@@ -204,10 +223,9 @@ class Process:
     """A started child process, tracked in a registry until stopped."""
 
     def __init__(self, popen: subprocess.Popen[bytes], role: str, registry: Registry | None,
-                 log_path: Path | None, mark: str | None = None) -> None:
+                 log_path: Path | None) -> None:
         self.popen, self.role, self.registry, self.log_path = popen, role, registry, log_path
         self.pid = popen.pid
-        self.mark = mark
 
     def running(self) -> bool:
         return self.popen.poll() is None
@@ -231,7 +249,7 @@ class Process:
 def group_is_ours(p: Process) -> bool:
     """Whether ``p``'s process group may still be signalled: its leader not reaped yet (the PID
     cannot be anyone else's), or, reaped (``running()`` collects it), members of it left."""
-    return p.popen.poll() is None or _orphans_left(p.pid, p.mark)
+    return p.popen.poll() is None or _orphans_left(p.pid)
 
 
 def stop_all(processes: Sequence[Process], grace: float = 5.0, clock: Clock | None = None) -> None:
@@ -303,11 +321,11 @@ def start(
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:  # appended to, never through a link planted in the results directory
-            out = os.fdopen(files.open_no_link(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT),
-                            "ab")
+            out = os.fdopen(files.open_no_link(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                               0o666), "ab")
         except OSError as e:
             raise PrerequisiteError(f"{role}: cannot open its log {log_path}: "
-                                    f"{e.strerror or e}") from None
+                                    f"{e.strerror or e}{files.link_hint(log_path)}") from None
     preexec: Callable[[], None] | None = None
     if cgroup_procs:
         preexec = _join_cgroups(cgroup_procs)
@@ -343,7 +361,7 @@ def start(
                 registry.remove(popen.pid)
         raise
     log.debug("started %s pid %d: %s", role, popen.pid, " ".join(redaction.argv(argv)))
-    return Process(popen, role, registry, log_path, mark)
+    return Process(popen, role, registry, log_path)
 
 
 def find_binary(name: str, env_var: str, package: str) -> str:

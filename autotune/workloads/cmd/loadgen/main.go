@@ -108,8 +108,8 @@ func readRequestFile(path string, headers *headerList, body *string, target *str
 		*body = *rf.Body
 	}
 	if rf.Path != nil {
-		if !strings.HasPrefix(*rf.Path, "/") || strings.ContainsAny(*rf.Path, "#\r\n\t ") {
-			return fmt.Errorf("%s: the path must start with / and hold no fragment, space or line break", path)
+		if !strings.HasPrefix(*rf.Path, "/") {
+			return fmt.Errorf("%s: the path must start with /", path)
 		}
 		*target = *rf.Path
 	}
@@ -117,15 +117,15 @@ func readRequestFile(path string, headers *headerList, body *string, target *str
 }
 
 // withPath is u with its path and query replaced by those of p (a path from
-// -request-file, which readRequestFile checked).
+// -request-file), parsed as -target's own path was: appended to its scheme and
+// host, so that a path taken before (//x, a space, a #fragment) still is.
 func withPath(u *url.URL, p string) (*url.URL, error) {
-	ref, err := url.Parse(p)
-	if err != nil || ref.Scheme != "" || ref.Host != "" {
-		return nil, fmt.Errorf("-request-file: the path is not a path and query")
+	ref, err := url.Parse(u.Scheme + "://" + u.Host + p)
+	if err != nil || ref.Host != u.Host {
+		// url's errors quote the URL: not shown, the query may be a credential.
+		return nil, fmt.Errorf("-request-file: the path is not a valid URL path")
 	}
-	out := *u
-	out.Path, out.RawPath, out.RawQuery = ref.Path, ref.RawPath, ref.RawQuery
-	return &out, nil
+	return ref, nil
 }
 
 // shown is what the log says of the target: its scheme and host, and its path

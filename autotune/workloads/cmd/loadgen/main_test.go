@@ -169,7 +169,6 @@ func TestReadRequestFile(t *testing.T) {
 		"unknown.json":   `{"header": {"X-Api-Key": "s3cret"}}`,
 		"broken.json":    `{"headers": {"X-Api-Key": "s3cret"`,
 		"relative.json":  `{"path": "api?key=s3cret"}`,
-		"fragment.json":  `{"path": "/api?key=s3cret#x"}`,
 	} {
 		var h headerList
 		var b string
@@ -207,6 +206,20 @@ func TestThePathOfTheRequestFileReplacesTheTargetsAndIsNotShown(t *testing.T) {
 	}
 	if u.String() != "http://127.0.0.1:8080/api/items?api_key=s3cret&x=1" {
 		t.Errorf("target %s", u)
+	}
+	// What -target took before the path moved: a double slash, a space, a fragment.
+	for p, want := range map[string]string{
+		"//x/y?k=1": "http://127.0.0.1:8080//x/y?k=1",
+		"/a b":      "http://127.0.0.1:8080/a%20b",
+		"/a#frag":   "http://127.0.0.1:8080/a#frag",
+	} {
+		got, err := withPath(base, p)
+		if err != nil || got.String() != want {
+			t.Errorf("%q: %v %v", p, got, err)
+		}
+	}
+	if _, err := withPath(base, "/%zz?key=s3cret"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad escape: %v", err)
 	}
 	if strings.Contains(shown(u, true), "s3cret") || !strings.Contains(shown(u, true), "127.0.0.1:8080") {
 		t.Errorf("the log shows %q", shown(u, true))
