@@ -10,7 +10,6 @@ process group, stopped by PID before init returns).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from autotune import redaction, scaffold
+from autotune import files, redaction, scaffold
 from autotune.advice import advise
 from autotune.clock import SystemClock
 from autotune.errors import ExitCode, ExperimentError, PrerequisiteError, TargetError
@@ -56,10 +55,8 @@ def main(args: argparse.Namespace) -> int:
     service = _deployment(args) if args.deployment else _command(args)
     text = scaffold.draft(service)
     # Replaced as a whole, the link itself where -o names a symlink (--force): never the file
-    # it points to.
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    # it points to (autotune.files, as every file autotune writes).
+    files.replace(out, text)
     print(f"wrote {out}")
     for line in text.splitlines():
         if not line.startswith("# - "):
