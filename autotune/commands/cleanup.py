@@ -13,6 +13,7 @@ from autotune.errors import AutotuneError, ExitCode
 from autotune.experiment import Experiment
 from autotune.platforms.kubernetes import stack as cluster
 from autotune.study import storage as st
+from autotune.study.loop import remove_leftovers
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,8 +54,7 @@ def main(args: argparse.Namespace) -> int:
 def _clean(exp: Experiment, results: Path, context: str | None) -> list[str]:
     backends = build(exp, results, SystemClock(), context=context, preflight=False)
     try:
-        # The target first: on a cluster it takes the run Lease (a live run keeps its stress)
-        return backends.target.cleanup() + backends.injector.cleanup()
+        return remove_leftovers(backends)
     finally:
         backends.target.restore()  # nothing applied: only lets go (the run Lease)
         backends.source.close()

@@ -22,7 +22,8 @@ log = logging.getLogger("autotune")
 UNDO_ADVICE = ("what the error names is left as it is: once its cause is fixed, `autotune "
                "cleanup <experiment file>` removes the stress autotune started and puts back "
                "the env it saved (on a cluster once this run's Lease has expired: the longest "
-               "trial plus a margin)")
+               "trial plus a margin; this run is over, so `kubectl -n <namespace> delete "
+               "lease autotune-<deployment>` lets the cleanup run at once)")
 
 
 def guarded(step: Callable[[], int]) -> ExitCode:

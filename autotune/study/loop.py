@@ -185,11 +185,33 @@ def enqueue_design(
     return len(points)
 
 
+def remove_leftovers(b: Backends) -> list[str]:
+    """Remove what a killed run left (its stress, its candidate on the target); say what.
+
+    The target first: on a cluster it takes the run Lease, and the injector removes StressChaos
+    only while this run holds it (``StressGuard.owns``), so a second run never removes the live
+    stress of the first. The stress goes even when the target's restore fails (review finding:
+    a restore whose rollout timed out skipped it, the dead run's stress left to its own
+    duration); then the first error is raised, after what was removed is logged."""
+    done: list[str] = []
+    errors: list[AutotuneError] = []
+    for step in (b.target.cleanup, b.injector.cleanup):
+        try:
+            done += step()
+        except AutotuneError as e:
+            errors.append(e)
+    if errors:
+        for line in done:
+            log.warning("left over from an earlier run, removed: %s", line)
+        for later in errors[1:]:
+            log.error("cleanup: %s", later)
+        raise errors[0]
+    return done
+
+
 def clean_leftovers(b: Backends) -> None:
-    """What a killed run left (its stress, its candidate on the target) goes before this run
-    measures anything. The target first: on a cluster it takes the run Lease, so a second run
-    stops here before its injector's cleanup could remove the live stress of the first."""
-    for line in b.target.cleanup() + b.injector.cleanup():
+    """What a killed run left goes before this run measures anything (``remove_leftovers``)."""
+    for line in remove_leftovers(b):
         log.warning("left over from an earlier run, removed: %s", line)
 
 

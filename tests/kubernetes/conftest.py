@@ -256,7 +256,7 @@ class World:
                                 study=exp.name, state_dir=self.tmp / "results", guard=guard,
                                 lease=lease,
                                 schedtrace_ms=exp.measure.schedtrace_ms, load=load,
-                                load_seconds=exp.max_trial_seconds)
+                                load_seconds=exp.load_seconds)
 
     def injector(self, *, timeout: float = 5.0, study: str | None = "api-test",
                  guard: StressGuard | None = None) -> ChaosMeshInjector:

@@ -225,6 +225,9 @@ def test_the_references_hold_after_rendering(which: str) -> None:
     r = _base() if which == "base" else _overlay()
     path, exp = r.experiment()
     assert str(path) == r.container["args"][1]
+    # Review finding: beside the service, an "update configmaps" (an app's leader election)
+    # could rewrite what autotune runs with its rights.
+    assert r.one("ConfigMap").get("immutable") is True
     spec = exp.target.kubernetes
     assert spec is not None and spec.namespace == r.namespace
     volume, mount = r.mount("persistentVolumeClaim")

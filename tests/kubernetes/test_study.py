@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from autotune.errors import AutotuneError, StressNotRecovered, StudyError, TargetError
+from autotune.cli import main
+from autotune.errors import (
+    AutotuneError,
+    ExitCode,
+    StressNotRecovered,
+    StudyError,
+    TargetError,
+)
 from autotune.experiment import Experiment
 from autotune.progress import SilentProgress
 from autotune.study.interrupts import Interrupted, signals_as_exceptions
@@ -114,6 +121,29 @@ def test_a_dead_runs_leftovers_are_undone_when_the_next_run_starts(world: World)
     outcome, _ = run(world, exp, world.backends(exp))
     assert isinstance(outcome, RunResult) and outcome.completed == 1
     world.assert_pristine()
+
+
+def test_a_dead_runs_stress_goes_even_when_its_target_cannot_be_restored(
+        world: World, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Review finding: the next run's cleanup restored the target first and stopped at its
+    # error, so the dead run's StressChaos stayed on the pods until its own duration.
+    exp = world.experiment(trials=1)
+    dead = world.backends(exp)
+    live = dead.target.apply({"GOMAXPROCS": "16", "FORCEGC_INTERVAL_MS": "500"})
+    dead.injector.inject(live, exp.chaos.stress, 600, {"autotune/trial": "0"})
+    world.dies()
+    assert world.chaos_left()
+    world.deny("patch", "deployments")  # the restore is refused
+    path = world.tmp / "api.yaml"
+    path.write_text(world.experiment_text(trials=1))
+    monkeypatch.chdir(world.tmp)
+    assert main(["cleanup", str(path)]) == ExitCode.CONFIG
+    assert "forbidden" in capsys.readouterr().err.lower()
+    assert world.chaos_left() == [], "the stress goes all the same"
+    # A run's start does the same (its own end removed the stress before too).
+    outcome, records = run(world, exp, world.backends(exp))
+    assert isinstance(outcome, TargetError) and records == [], outcome
 
 
 # --- each failure the issue names: the trial fails with the reason, the cluster is clean ----

@@ -441,6 +441,26 @@ def test_a_rejected_cluster_load_url_is_not_quoted(url: str) -> None:
         "password" in message, message
 
 
+@pytest.mark.parametrize("query", ["?api_key=CANARYpw", "?a=1&access_token=CANARYpw"])
+def test_a_credential_in_the_cluster_load_urls_query_is_refused(query: str) -> None:
+    # Review finding: the URL is the generator pod's argument, readable by whoever may read pods
+    # in the namespace; a key in its query belongs in request_secret.
+    doc = yaml.safe_load((ROOT / "experiments" / "api.yaml").read_text())
+    doc["target"]["kubernetes"]["load"] = {"url": f"http://api.shop.svc:8080/v1{query}",
+                                           "rate": 10, "image": "loadgen:1"}
+    with pytest.raises(ExperimentError) as e:
+        parse_experiment(yaml.safe_dump(doc))
+    message = "\n".join(e.value.problems)
+    assert "CANARYpw" not in message, message
+    assert "target.kubernetes.load.url: its query holds a credential" in message, message
+    assert "request_secret" in message
+    doc["target"]["kubernetes"]["load"]["url"] = "http://api.shop.svc:8080/v1?page=2"
+    doc["target"]["kubernetes"]["load"]["request_secret"] = {"name": "api-load"}
+    load = parse_experiment(yaml.safe_dump(doc)).target.kubernetes.load  # type: ignore[union-attr]
+    assert load is not None and load.request_secret is not None
+    assert load.request_secret.key == "request.json"
+
+
 def test_the_study_fingerprint_keeps_the_load_but_none_of_its_secrets() -> None:
     # Review finding: the fingerprint's measurement stored the load spec as written (a header's
     # value, a login body, a secret in the path) in the study database and the night's record.

@@ -141,7 +141,8 @@ class KubernetesTarget:
             self.variables.append(GODEBUG)
         self.load, self.load_seconds = load, load_seconds
         """``target.kubernetes.load``: a generator pod per measured candidate, for at most
-        ``load_seconds`` (a trial's warm-up, window and margins)."""
+        ``load_seconds`` (``Experiment.load_seconds``: its start, every scenario's warm-up
+        and window, their margins), then ended by its own deadline if nobody deleted it."""
         self._measured = 0
         self.state_file = (state_dir / f"original-env.{spec.namespace}.{spec.deployment}.json"
                            if state_dir is not None else None)

@@ -21,10 +21,17 @@ from collections.abc import Mapping
 
 from autotune.clock import Clock
 from autotune.errors import TargetError
-from autotune.experiment.models import ClusterLoad
+from autotune.experiment.models import REQUEST_MOUNT, ClusterLoad
 from autotune.live import Matcher
 from autotune.platforms.kubernetes.client import Kube
-from autotune.platforms.kubernetes.errors import Conflict, reraise_as
+from autotune.platforms.kubernetes.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    reraise_as,
+)
 from autotune.platforms.kubernetes.objects import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -47,6 +54,8 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 COMPONENT = "load"
 # Past the caller's seconds: the generator's own -max-duration ends it first.
 DEADLINE_MARGIN = 60
+REQUEST_VOLUME = "request"
+REQUEST_FILE = "request.json"
 
 
 def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
@@ -99,6 +108,16 @@ def manifest(spec: ClusterLoad, *, namespace: str, name: str, study: str,
     }
     if spec.image_pull_secrets:
         pod["spec"]["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
+    if spec.request_secret is not None:
+        # The kubelet mounts it (the pod's creator needs no right to read Secrets); only its
+        # file's path is in the spec, and the generator reads path, headers and body from it.
+        container = pod["spec"]["containers"][0]
+        container["args"] += ["-request-file", f"{REQUEST_MOUNT}/{REQUEST_FILE}"]
+        container["volumeMounts"] = [{"name": REQUEST_VOLUME, "mountPath": REQUEST_MOUNT,
+                                      "readOnly": True}]
+        pod["spec"]["volumes"] = [{"name": REQUEST_VOLUME, "secret": {
+            "secretName": spec.request_secret.name,
+            "items": [{"key": spec.request_secret.key, "path": REQUEST_FILE}]}}]
     if avoid:
         pod["spec"]["affinity"] = {"podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -152,6 +171,13 @@ class LoadGenerator:
         with reraise_as(TargetError):
             try:
                 self.kube.create(PODS, self.namespace, body)
+            except (BadRequest, Unauthorized, Forbidden, NotFound):
+                # Refused by the API server (RBAC without deploy/rbac-load.yaml, admission, a
+                # quota): nothing was created, nothing to delete. Kept, every later stop failed
+                # on "delete pods" too and the run ended "NOT UNDONE" with everything undone
+                # (review finding).
+                self.running = None
+                raise
             except Conflict:
                 # The client retried a create that had gone through (the name is new each
                 # time): ours, labelled so; anything else is someone else's pod.
@@ -171,7 +197,9 @@ class LoadGenerator:
                 raise TargetError(f"the load generator pod {self.namespace}/{name} did not "
                                   f"become ready within {self.spec.ready_timeout:g}s "
                                   f"({waiting[0]})")
-        log.info("load: %s sends %g/s to %s", name, self.spec.rate, self.spec.url)
+        secret = self.spec.request_secret
+        log.info("load: %s sends %g/s to %s%s", name, self.spec.rate, self.spec.url,
+                 "" if secret is None else f" (the request from Secret {secret.name})")
         return name
 
     def _ours(self, name: str) -> bool:

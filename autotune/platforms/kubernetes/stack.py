@@ -72,7 +72,7 @@ def _parts(exp: Experiment, kube: Kube, clock: Clock,
                               study=exp.name, state_dir=results, guard=guard,
                               lease=lease if results is not None else None,
                               schedtrace_ms=exp.measure.schedtrace_ms, load=load,
-                              load_seconds=exp.max_trial_seconds)
+                              load_seconds=exp.load_seconds)
     injector = ChaosMeshInjector(kube, clock, namespace=spec.namespace, study=exp.name,
                                  guard=guard)
     return target, injector
