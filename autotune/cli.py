@@ -199,8 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS,
                    help="kustomize: a strategic-merge patch of the Deployment's container "
                         "env (kubernetes targets); env: NAME=value lines; json: the settings "
-                        "and their evidence; helm-values: an env list for a chart's "
-                        "values.yaml")
+                        "and their evidence; helm-values: env entries to copy into a "
+                        "chart's values (Helm replaces lists: layered with -f, it would "
+                        "replace the chart's whole env)")
     p.add_argument("--force", action="store_true",
                    help="export the best candidate even when the verdict is not 'adopt'")
     p.add_argument("--write-to", metavar="DIR",

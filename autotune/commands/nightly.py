@@ -1,6 +1,7 @@
 """``autotune nightly``: one night in one process, what the CronJob runs: the study run; only
 when it exits 0, on ADOPT the export into the promote directory; then the report and the
-history, after every night (a failed one too: they show what happened).
+history, after every night that ends by itself (a failed one too: they show what happened;
+one stopped by a signal exits 130 after its undo, and the next history shows it "interrupted").
 
 What the CronJob's shell script did in four processes, in one: as PID 1 of the pod's container
 it is the process the kubelet's SIGTERM reaches, and its handlers cover every step and the
@@ -35,6 +36,13 @@ def main(args: argparse.Namespace) -> int:
     if fmt not in EXPORT_FORMATS:
         print(f"nightly: ${PROMOTE_FORMAT_VAR} is {fmt!r}, not one of "
               f"{', '.join(EXPORT_FORMATS)}", file=sys.stderr)
+        return ExitCode.USAGE
+    if promote_dir is not None and args.no_confirm:
+        # Review finding: without the confirmation an ADOPT rests on single search measurements
+        # (the 20% fallback margin, no rank test), and it was promoted like a confirmed one.
+        print(f"nightly: a promotion (--promote-dir or ${PROMOTE_DIR_VAR}) needs the "
+              "confirmation's evidence: drop --no-confirm, or the promote directory",
+              file=sys.stderr)
         return ExitCode.USAGE
     exp, digest = session.load(args.file)
     if promote_dir is not None and fmt == "kustomize" and exp.target.kind != "kubernetes":

@@ -541,5 +541,7 @@ def _keep_reason(candidates: Sequence[Evidence]) -> str:
                          f"{worse.metric}")
         else:
             parts.append(f"{e.id}: {describe(c)}")
-    return ("no candidate is significantly better than the baseline by a worthwhile margin "
-            f"(at least {PRACTICAL:.0%} still plausible): " + "; ".join(parts))
+    # Review finding: it said "(at least 5% still plausible)", the opposite of what keeping
+    # the current settings means (every interval rules a gain of 5% out).
+    return ("no candidate is better than the baseline by a worthwhile margin (an improvement "
+            f"of {PRACTICAL:.0%} or more is ruled out): " + "; ".join(parts))

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from autotune import files
 from autotune.chaos.base import Injection
 from autotune.clock import Clock
 from autotune.errors import ChaosError, TargetError
@@ -72,10 +72,8 @@ class World:
 
     def save(self, state: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Our own temporary name: a file of the user's next to the state stays untouched.
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-        os.replace(tmp, self.path)
+        # A random temporary name, never followed if planted as a link (autotune.files).
+        files.replace(self.path, json.dumps(state, indent=1, sort_keys=True))
 
     def update(self, **changes: Any) -> dict[str, Any]:
         state = self.load()

@@ -105,12 +105,18 @@ def env_file(report: Report, chosen: Configuration) -> str:
     return _comments(_header(report, chosen)) + "\n".join(lines) + "\n"
 
 
+HELM_LISTS = ("Helm replaces a list, it does not merge it: given with -f over your values, "
+              "this env: list REPLACES the chart's whole env (every other variable goes). "
+              "Copy these entries into your values' env list instead.")
+"""Review finding: the file looked like an overlay to layer with ``-f``."""
+
+
 def helm_values(report: Report, chosen: Configuration) -> str:
     values = {"env": [{"name": k, "value": v} for k, v in _set(chosen)]}
     unset = [f"{k}: leave unset (remove it from the chart's env if it is there)"
              for k in _unset(chosen)]
-    return (_comments(_header(report, chosen)) + yaml.safe_dump(values, sort_keys=False)
-            + _comments(unset))
+    return (_comments([*_header(report, chosen), HELM_LISTS])
+            + yaml.safe_dump(values, sort_keys=False) + _comments(unset))
 
 
 def as_json(report: Report, chosen: Configuration) -> str:

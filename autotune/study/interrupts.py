@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
@@ -50,9 +50,43 @@ _signalled = threading.Event()
 undo's error may have taken its place)."""
 
 
+class _Hangup:
+    """A standard stream whose terminal may be gone: what cannot be written is dropped.
+
+    After SIGHUP from a hung-up terminal (a dropped SSH session) every write to it fails with
+    EIO: the "interrupted" message, a log line or the panel's last frame then raised out of the
+    undo's end, and the run exited 1 with the stress removed and the target restored (review
+    finding). Nobody is there to read them; the exit code (130) is what a caller sees."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _tolerate_hangup() -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _Hangup):
+            setattr(sys, name, _Hangup(stream))
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     _signalled.set()
+    if signum == signal.SIGHUP:
+        _tolerate_hangup()
     if _depth() > 0 or threading.current_thread() is not threading.main_thread():
         _state.pending = name
         return

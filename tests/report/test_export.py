@@ -224,8 +224,10 @@ def test_json_and_helm_values(golden: tuple[Builder, Report]) -> None:
     # 95% (review finding: a field named ci95 alone read as 95%).
     cmp = next(c for c in golden[1].candidates if c.id == "#1").comparisons[0]
     assert data["improvement"]["confidence"] == cmp.confidence
-    helm = yaml.safe_load(export(_with_unset(golden[1], "GOGC"), "helm-values")[0])
-    assert helm == {"env": [{"name": "GOMAXPROCS", "value": "2"}]}
+    text = export(_with_unset(golden[1], "GOGC"), "helm-values")[0]
+    assert yaml.safe_load(text) == {"env": [{"name": "GOMAXPROCS", "value": "2"}]}
+    # Review finding: layered with -f it would replace the chart's whole env list; it says so.
+    assert "REPLACES the chart's whole env" in text
 
 
 def _keep_current(report: Report) -> Report:

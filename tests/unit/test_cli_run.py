@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import termios
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +111,53 @@ def test_signal_mid_window_exits_130_keeps_trials_and_resumes(workdir: Path,
     assert "6 search trials complete" in out2
     assert done_before <= _completed_numbers(workdir)
     assert World(workdir / "world.json").load()["active"] == {}
+
+
+def test_a_hung_up_terminal_still_gives_130_with_everything_undone(workdir: Path) -> None:
+    # Review finding: after a dropped SSH session every write to the terminal fails (EIO), and
+    # the "interrupted" message raised out of main: exit 1 (the undo was done). A real pty, the
+    # run its session's controlling process, then the terminal's other end closed: the kernel
+    # sends the SIGHUP, as sshd's exit does.
+    world = World(workdir / "world.json")
+    master, slave = os.openpty()
+
+    def as_on_a_terminal() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after start_new_session's setsid
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "run", "exp.yaml", "--plain", "--no-confirm",
+         "--trials", "6"], cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        preexec_fn=as_on_a_terminal)
+    os.close(slave)
+    said: list[bytes] = []
+    reading = threading.Event()
+    reading.set()
+
+    def drain() -> None:  # so the run never blocks on a full terminal
+        while reading.is_set():
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    said.append(os.read(master, 65536))
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        _wait_for_completed(workdir, 2, p)
+        _wait_for_injection(world, p)
+    finally:
+        reading.clear()
+        reader.join()
+        os.close(master)  # the hangup
+    assert p.wait(timeout=60) == 130, b"".join(said)[-2000:]
+    state = world.load()
+    assert state["active"] == {}, "stress left active"
+    assert state["applied"] is None, "target not restored"
+    interrupted = [r for r in _journal(workdir) if r["state"] == "FAIL"]
+    assert interrupted and interrupted[-1]["failure"] == "interrupted (SIGHUP)"
 
 
 def test_under_nohup_a_sighup_is_ignored_as_asked(workdir: Path) -> None:

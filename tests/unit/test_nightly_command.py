@@ -67,7 +67,7 @@ def test_a_night_without_adopt_promotes_nothing_and_is_no_failure(
     doc["target"]["simulated"]["optimum"] = {"GOMAXPROCS": 8, "gc": 0}  # production is best
     (workdir / "api.yaml").write_text(yaml.safe_dump(doc))
     promote = workdir / "promote"
-    code = cli.main(["nightly", "api.yaml", "--no-confirm", "--plain",
+    code = cli.main(["nightly", "api.yaml", *SHORT,
                      "--promote-dir", str(promote), "--promote-format", "json"])
     assert code == 0
     assert "promote: nothing exported: the verdict is" in capsys.readouterr().out
@@ -106,6 +106,18 @@ def test_promoting_a_kustomize_patch_of_a_target_that_is_no_deployment_is_a_usag
     assert cli.main(["nightly", "api.yaml", "--plain", "--promote-dir",
                      str(workdir / "promote")]) == ExitCode.USAGE
     assert "kustomize patches a Deployment" in capsys.readouterr().err
+    assert not (workdir / "results").exists(), "nothing ran"
+
+
+def test_promoting_without_the_confirmation_is_a_usage_error(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Review finding: --no-confirm's ADOPT rests on single search measurements; a CronJob with
+    # $AUTOTUNE_PROMOTE_DIR promoted it like a confirmed one.
+    monkeypatch.setenv(PROMOTE_DIR_VAR, str(workdir / "promote"))
+    assert cli.main(["nightly", "api.yaml", "--plain", "--no-confirm",
+                     "--promote-format", "env"]) == ExitCode.USAGE
+    assert "needs the confirmation's evidence" in capsys.readouterr().err
     assert not (workdir / "results").exists(), "nothing ran"
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import requests
 
-from autotune import redaction
+from autotune import files, redaction
 from autotune.clock import Clock, SystemClock, wait_until
 from autotune.errors import MetricsError, PrerequisiteError
 from autotune.platforms.local import ownership, proc
@@ -174,9 +174,7 @@ class EmbeddedPrometheus:
         for g in [*self._current, *(g for a in self._announced for g in a)]:
             if g not in groups:
                 groups.append(g)
-        tmp = self.targets_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        os.replace(tmp, self.targets_file)
+        files.replace(self.targets_file, json.dumps(groups))
 
     def stop(self) -> None:
         if self.process is not None:
