@@ -64,6 +64,11 @@ def _header(report: Report, chosen: Configuration) -> list[str]:
         lines.append(describe(chosen.comparisons[0]))
     if report.verdict != "adopt":
         lines.append(f"FORCED: not a recommendation ({report.verdict}): {report.reason}")
+    elif report.evidence == "search":
+        # Review finding: an ADOPT on single search measurements (the 20% fallback margin, no
+        # rank test) looked like a confirmed one in the exported file.
+        lines.append("UNCONFIRMED: adopted on search measurements alone (the whole interval "
+                     "above 20%, no confirmation runs); `autotune confirm` makes it firmer")
     return lines
 
 

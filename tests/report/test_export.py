@@ -215,6 +215,16 @@ def test_env_file(golden: tuple[Builder, Report]) -> None:
     assert "# GOGC unset: remove it from the environment" in text
 
 
+def test_an_adopt_on_search_measurements_alone_says_so(golden: tuple[Builder, Report]) -> None:
+    # Review finding: `run --no-confirm`'s ADOPT (single search measurements, the 20% margin)
+    # read like a confirmed one in the file a GitOps step commits.
+    unconfirmed = dataclasses.replace(golden[1], evidence="search")
+    for fmt in ("env", "kustomize", "helm-values"):
+        text, code = export(unconfirmed, fmt)
+        assert code == 0 and "# UNCONFIRMED: adopted on search measurements alone" in text
+    assert "UNCONFIRMED" not in export(golden[1], "env")[0]
+
+
 def test_json_and_helm_values(golden: tuple[Builder, Report]) -> None:
     data = json.loads(export(golden[1], "json")[0])
     assert (data["verdict"], data["configuration"], data["forced"]) == ("adopt", "#1", False)
