@@ -186,8 +186,8 @@ def _verdict(report: Report) -> list[Block]:
         f"Method: {report.method}. Improvement is the relative change of the median toward the "
         f"objective (positive is better). Adopt: the whole interval is above 0 (above "
         f"{sig.FALLBACK_MARGIN:.0%} without confirmation runs) and reaches "
-        f"{sig.PRACTICAL:.0%}, the runs separate by the exact rank test at the interval's "
-        f"level, and every run satisfied the "
+        f"{sig.PRACTICAL:.0%}, confirmation runs separate from the baseline's by the exact "
+        f"rank test at the interval's level, and every run satisfied the "
         f"constraints. Keep current: the interval excludes an improvement of "
         f"{sig.PRACTICAL:.0%} or more. Inconclusive: otherwise."))
     return out

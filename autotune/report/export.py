@@ -28,6 +28,7 @@ import yaml
 
 from autotune import files
 from autotune.errors import AutotuneError
+from autotune.evidence import significance as sig
 from autotune.evidence.significance import describe
 from autotune.report.model import Configuration, Report
 
@@ -68,7 +69,8 @@ def _header(report: Report, chosen: Configuration) -> list[str]:
         # Review finding: an ADOPT on single search measurements (the 20% fallback margin, no
         # rank test) looked like a confirmed one in the exported file.
         lines.append("UNCONFIRMED: adopted on search measurements alone (the whole interval "
-                     "above 20%, no confirmation runs); `autotune confirm` makes it firmer")
+                     f"above {sig.FALLBACK_MARGIN:.0%}, no confirmation runs); `autotune "
+                     "confirm` makes it firmer")
     return lines
 
 

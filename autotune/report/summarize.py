@@ -82,6 +82,13 @@ BOOTSTRAP_RULE_NOTE = (
     "test, so its verdict may differ from the one reported then")
 """Appended to the evidence note of a study confirmed under ``RULE`` 2 (the bootstrap alone)."""
 
+FIXED_RUNS_NOTE = (
+    ". This study was confirmed in fixed rounds by an autotune that let them adopt on 2 runs a "
+    "side (before 2026-12-07); this report requires 3, as the sequential confirmation does, so "
+    "its verdict may differ from the one reported then (`autotune confirm --fixed --repeats 3` "
+    "measures the missing round)")
+"""Appended to the evidence note of a study confirmed in fixed rounds under ``RULE`` 3."""
+
 
 @dataclass(frozen=True)
 class StudyData:
@@ -119,7 +126,8 @@ def summarize(exp: Experiment, data: StudyData, *, seed: int = sig.DEFAULT_SEED)
     by_mean = evidence == "confirmation"
     # Re-reporting a study confirmed under the old rule can change its verdict: say so.
     rule = data.attrs.get(RULE_ATTR)
-    note = judged.note + ("" if not by_mean or rule == RULE
+    note = judged.note + ("" if not by_mean or rule == RULE or (rule == 3 and sequential)
+                          else FIXED_RUNS_NOTE if rule == 3
                           else BOOTSTRAP_RULE_NOTE if rule == 2 else OLD_RULE_NOTE)
     candidates = tuple(sorted(judged.candidates, key=lambda c: _rank(c, objectives[0], by_mean)))
     if evidence == "none":

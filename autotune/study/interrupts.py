@@ -16,13 +16,15 @@ discarded by the kernel, not deferred (pid_namespaces(7)).
 from __future__ import annotations
 
 import _thread
+import errno
 import logging
 import os
 import signal
 import sys
+import termios
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -50,43 +52,36 @@ _signalled = threading.Event()
 undo's error may have taken its place)."""
 
 
-class _Hangup:
-    """A standard stream whose terminal may be gone: what cannot be written is dropped.
+def _silence_hung_up_terminal() -> None:
+    """Point stdout and stderr at /dev/null when their terminal has hung up.
 
-    After SIGHUP from a hung-up terminal (a dropped SSH session) every write to it fails with
-    EIO: the "interrupted" message, a log line or the panel's last frame then raised out of the
-    undo's end, and the run exited 1 with the stress removed and the target restored (review
-    finding). Nobody is there to read them; the exit code (130) is what a caller sees."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
+    After a dropped SSH session every write to the terminal fails with EIO: the "interrupted"
+    message, a log line or the live panel's last frame then raised out of the undo's end, and
+    the run exited 1 (or 3) with the stress removed and the target restored (review finding).
+    Nobody is there to read them; the exit code (130) is what a caller sees. Done on the file
+    descriptors, so every writer (print, logging's handler, rich's console and its redirection
+    of sys.stderr) is covered. The kernel marks the terminal hung up before it sends SIGHUP, and
+    a hung-up terminal answers tcgetattr with EIO: a `kill -HUP` from a live terminal, a pipe or
+    a file keeps its output."""
+    for fd in (1, 2):
         try:
-            return int(self._stream.write(text))
+            termios.tcgetattr(fd)
+        except termios.error as e:
+            if e.args and e.args[0] == errno.EIO:
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(null, fd)
+                finally:
+                    os.close(null)
         except OSError:
-            return len(text)
-
-    def flush(self) -> None:
-        with suppress(OSError):
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def _tolerate_hangup() -> None:
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if stream is not None and not isinstance(stream, _Hangup):
-            setattr(sys, name, _Hangup(stream))
+            pass  # not open: nothing will be written there
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     _signalled.set()
     if signum == signal.SIGHUP:
-        _tolerate_hangup()
+        _silence_hung_up_terminal()
     if _depth() > 0 or threading.current_thread() is not threading.main_thread():
         _state.pending = name
         return

@@ -106,8 +106,7 @@ def best_lines(best: dict[str, Any] | None, baseline: dict[str, Any] | None,
             change = (best["values"][0] - baseline["median"]) / abs(baseline["median"]) * 100
             better = -change if direction == "minimize" else change
             line += (f"  ({abs(better):.1f}% {'better' if better >= 0 else 'worse'} than the "
-                     "baseline median in one measurement; the verdict, if any, rests on "
-                     "confirmation runs)")
+                     "baseline median in one measurement; the verdict weighs the noise)")
         out.append(line)
     return out
 

@@ -307,6 +307,13 @@ def test_fixed_rounds_adopt_on_three_runs_a_side_as_the_sequential_ones(
     assert report.verdict != "adopt", report.reason
     fixed(sim.exp, sim.studies, sim.runner, top=1, repeats=3, seed=5)  # one round more
     assert build_report(sim.exp, sim.studies).verdict == "adopt"
+    # The adaptive rounds (--extra) go on to the third run too (they stopped at 2 a side,
+    # where the report now says INCONCLUSIVE with the extra budget unspent).
+    (tmp_path / "extra").mkdir()
+    other = open_sim(tmp_path / "extra", EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
+    other.runner.run(other.studies, 6)
+    fixed(other.exp, other.studies, other.runner, top=1, repeats=2, seed=5, extra=6)
+    assert build_report(other.exp, other.studies).verdict == "adopt"
 
 
 def test_the_default_three_rounds_judge_at_the_whole_five_percent(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ SETTINGS = [{"GOMAXPROCS": 1, "GOGC": 400}, {"GOMAXPROCS": 2, "GOGC": 400},
             {"GOMAXPROCS": 2, "GOGC": 200}]
 
 
-def _study(tmp: Path, candidates: list[tuple[float, list[float]]]) -> Builder:
+def _study(tmp: Path, candidates: list[tuple[float, list[float]]], *,
+           sequential: bool = True) -> Builder:
     """Search trials then confirmation rounds: candidate i is (its search value, its
     confirmation runs); the baseline's 3 repeats then 3 interleaved runs. The study recorded a
     family level of 96% (a sequential confirmation whose early looks could decide: 4 rounds,
@@ -38,7 +39,8 @@ def _study(tmp: Path, candidates: list[tuple[float, list[float]]]) -> Builder:
     for trial, (settings, (_, runs)) in enumerate(zip(SETTINGS, candidates, strict=False)):
         for r, v in enumerate(runs, start=1):
             bld.add("reference", "confirm", settings, m(v), candidate=trial, round=r)
-    bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
+    if sequential:  # a --fixed confirmation records no family level
+        bld.studies.search.set_user_attr(CONFIDENCE_ATTR, look_levels(3).verdict)
     return bld
 
 
@@ -130,6 +132,18 @@ def test_a_study_confirmed_on_the_bootstrap_alone_says_its_verdict_may_differ(
     current = _study(tmp_path / "rule3", [(8.0, [9.5, 9.7, 10.3])])
     assert "bootstrap interval alone" not in build_report(current.exp,
                                                           current.studies).evidence_note
+
+
+def test_a_fixed_study_of_rule_3_says_it_now_needs_three_runs(tmp_path: Path) -> None:
+    # Review finding: the fixed rounds need 3 runs a side since 2026-12-07; a study they
+    # adopted on 2 would change its verdict on re-reporting without a word.
+    fixed3 = _study(tmp_path / "fixed3", [(8.0, [9.5, 9.7, 10.3])], sequential=False)
+    fixed3.studies.search.set_user_attr(RULE_ATTR, 3)
+    assert "adopt on 2 runs a side" in build_report(fixed3.exp, fixed3.studies).evidence_note
+    sequential3 = _study(tmp_path / "seq3", [(8.0, [9.5, 9.7, 10.3])])
+    sequential3.studies.search.set_user_attr(RULE_ATTR, 3)
+    assert "2 runs a side" not in build_report(sequential3.exp,
+                                                sequential3.studies).evidence_note
 
 
 def test_confirm_records_the_rule_it_judged_by(tmp_path: Path) -> None:

@@ -113,7 +113,9 @@ def test_signal_mid_window_exits_130_keeps_trials_and_resumes(workdir: Path,
     assert World(workdir / "world.json").load()["active"] == {}
 
 
-def test_a_hung_up_terminal_still_gives_130_with_everything_undone(workdir: Path) -> None:
+@pytest.mark.parametrize("display", [["--plain"], []], ids=["plain", "live-panel"])
+def test_a_hung_up_terminal_still_gives_130_with_everything_undone(workdir: Path,
+                                                                   display: list[str]) -> None:
     # Review finding: after a dropped SSH session every write to the terminal fails (EIO), and
     # the "interrupted" message raised out of main: exit 1 (the undo was done). A real pty, the
     # run its session's controlling process, then the terminal's other end closed: the kernel
@@ -126,7 +128,7 @@ def test_a_hung_up_terminal_still_gives_130_with_everything_undone(workdir: Path
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # after start_new_session's setsid
 
     p = subprocess.Popen(
-        [sys.executable, "-m", "autotune.cli", "run", "exp.yaml", "--plain", "--no-confirm",
+        [sys.executable, "-m", "autotune.cli", "run", "exp.yaml", *display, "--no-confirm",
          "--trials", "6"], cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
         preexec_fn=as_on_a_terminal)

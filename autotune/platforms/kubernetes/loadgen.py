@@ -25,6 +25,7 @@ from autotune.experiment.models import REQUEST_MOUNT, ClusterLoad
 from autotune.live import Matcher
 from autotune.platforms.kubernetes.client import Kube
 from autotune.platforms.kubernetes.errors import (
+    ApiError,
     BadRequest,
     Conflict,
     Forbidden,
@@ -175,8 +176,10 @@ class LoadGenerator:
                 # Refused by the API server (RBAC without deploy/rbac-load.yaml, admission, a
                 # quota): nothing was created, nothing to delete. Kept, every later stop failed
                 # on "delete pods" too and the run ended "NOT UNDONE" with everything undone
-                # (review finding).
-                self.running = None
+                # (review finding). Unless a first attempt whose answer was lost did create it
+                # (the retry then meets the quota that pod fills): then it stays ours to delete.
+                if not self._created(name):
+                    self.running = None
                 raise
             except Conflict:
                 # The client retried a create that had gone through (the name is new each
@@ -194,13 +197,25 @@ class LoadGenerator:
 
             if self.kube.wait(one(PODS, self.namespace, name), served,
                               self.spec.ready_timeout) is None:
+                secret = self.spec.request_secret
+                hint = ("" if secret is None else
+                        f"; a missing Secret {secret.name} or key {secret.key} keeps it "
+                        "creating (FailedMount in kubectl describe pod)")
                 raise TargetError(f"the load generator pod {self.namespace}/{name} did not "
                                   f"become ready within {self.spec.ready_timeout:g}s "
-                                  f"({waiting[0]})")
+                                  f"({waiting[0]}{hint})")
         secret = self.spec.request_secret
         log.info("load: %s sends %g/s to %s%s", name, self.spec.rate, self.spec.url,
                  "" if secret is None else f" (the request from Secret {secret.name})")
         return name
+
+    def _created(self, name: str) -> bool:
+        """Whether our pod ``name`` exists; True when that cannot be read (kept: a stop that
+        fails is tried again, a pod forgotten sends load until its deadline)."""
+        try:
+            return self._ours(name)
+        except ApiError:
+            return True
 
     def _ours(self, name: str) -> bool:
         found, _ = self.kube.list(one(PODS, self.namespace, name))  # the Role has no get pods

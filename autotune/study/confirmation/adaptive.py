@@ -18,7 +18,12 @@ from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment, Setting
 from autotune.study import storage as st
 from autotune.study.confirmation.candidates import BASELINE, Pick
-from autotune.study.confirmation.standing import judged, read_standing, searched_values
+from autotune.study.confirmation.standing import (
+    MIN_RUNS,
+    judged,
+    read_standing,
+    searched_values,
+)
 from autotune.study.kinds import TrialKind
 from autotune.study.objective import directions
 
@@ -50,7 +55,7 @@ def adaptive_round(
     if sig.judge(values[best.trial], searched_values(studies, best.settings, standing.steady),
                  baseline,
                  metric=metric, direction=direction, confidence=level,
-                 min_runs=2).outcome == "unclear":
+                 min_runs=MIN_RUNS).outcome == "unclear":  # the report's (review finding)
         todo.append((BASELINE, exp.baseline_settings()))
     if not todo:
         return []

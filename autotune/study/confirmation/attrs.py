@@ -27,10 +27,11 @@ confirmed before 2026-12-04, when a candidate's search measurement counted as ev
 and each candidate was judged at the family's level: the report, judging by today's rule, says
 that a report made then may have given another verdict on the same runs."""
 
-RULE = 3
+RULE = 4
 """Confirmation runs alone for "better", Bonferroni over the candidates (``looks``), and
 "better" held to its level by the exact rank test (``significance.separation_p``; 3 since
-2026-12-04 (d), 2 before)."""
+2026-12-04 (d), 2 before); 4 since 2026-12-07: the fixed rounds (``--fixed``) need
+``standing.MIN_RUNS`` runs a side too, as the sequential ones did under 3."""
 
 ROUNDS_ATTR = "confirm_rounds"
 """Search-study user attr: ``{"search_trials": n, "after_round": r, "since_round": s, "options":

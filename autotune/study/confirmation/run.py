@@ -155,7 +155,7 @@ def confirm(
     reference = [{**trial_summary(t), **{k: t.user_attrs.get(k) for k in ROUND_ATTRS}}
                  for t in studies.reference.get_trials(deepcopy=False)]
     sequential = sequential and len(directions(exp)) == 1
-    if repeats < MIN_RUNS and (sequential or not extra):  # --fixed: adaptive rounds add runs
+    if repeats < MIN_RUNS and (sequential or not extra):  # --fixed: its extra rounds add runs
         log.warning("--repeats %d: tonight's candidates get at most %d confirmation run(s), "
                     "fewer than the %d an ADOPT needs; this confirmation can KEEP or say "
                     "INCONCLUSIVE, not adopt them", repeats, repeats, MIN_RUNS)
