@@ -300,7 +300,7 @@ def test_fixed_rounds_adopt_on_three_runs_a_side_as_the_sequential_ones(
     # separate by chance at 1/C(7, 2) = 4.8%, under 5%), where README says ADOPT needs 3.
     sim = open_sim(tmp_path, EXPERIMENT.replace("noise: 0.03", "noise: 0.0"))
     sim.runner.run(sim.studies, 6)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="autotune.study.confirmation.run"):
         fixed(sim.exp, sim.studies, sim.runner, top=1, repeats=2, seed=5)
     assert "fewer than the 3 an ADOPT needs" in caplog.text
     report = build_report(sim.exp, sim.studies)
