@@ -766,33 +766,45 @@ class KubernetesTarget:
         # entries are not compared: ``_adopt_outside_changes`` reads values).
         self._written = {v: (None if e is None else e.get("value"))
                          for v, e in original.env.items() if e is None or not e.get("valueFrom")}
-        patched = self._give_back(original, patched)
-        if int(patched.get("spec", {}).get("replicas", 1)) < 1:
-            # Scaled to 0 (by a person or a scaler): the template is restored, no pod will
-            # come to prove it, and the saved original must go all the same.
-            log.info("%s has 0 replicas: env restored without waiting for pods", self.where)
-            return
-        self._await_rollout(patched, self.spec.rollout_timeout)
+        patched, given = self._give_back(original, patched, last=False)
+        try:
+            if int(patched.get("spec", {}).get("replicas", 1)) < 1:
+                # Scaled to 0 (by a person or a scaler): the template is restored, no pod will
+                # come to prove it, and the saved original must go all the same.
+                log.info("%s has 0 replicas: env restored without waiting for pods", self.where)
+            else:
+                self._await_rollout(patched, self.spec.rollout_timeout)
+        finally:
+            if not given:
+                # The Deployment controller's status writes outlasted the retries (a rollout on
+                # a busy control plane: a fresh CI run met it); once the rollout is over they
+                # have stopped, so once more, and only then warn.
+                try:
+                    self._give_back(original, self._deployment(), last=True)
+                except (ApiError, TargetError) as e:  # the env is back: said, not raised
+                    log.warning("%s: the env is restored, but its field ownership stays with "
+                                "autotune (%s)", self.where, e)
 
-    def _give_back(self, original: Original, dep: Obj) -> Obj:
+    def _give_back(self, original: Original, dep: Obj, *, last: bool) -> tuple[Obj, bool]:
         """Set the ownership of the restored entries back to what was recorded with them
-        (managedfields.py says why). Optimistic: the Deployment controller's status writes
-        move the resourceVersion during a rollout, so a conflict waits (0.1 s, doubling: they
-        come in bursts), re-reads and tries again, 5 times in all. Not fatal: the env is back;
-        a later apply of the declaring tool is warned about."""
+        (managedfields.py says why); say whether it was. Optimistic: the Deployment
+        controller's status writes move the resourceVersion during a rollout, so a conflict
+        waits (0.1 s, doubling: they come in bursts), re-reads and tries again, 5 times in all.
+        Not fatal: the env is back; with ``last``, a later apply of the declaring tool is warned
+        about."""
         recorded = {v: o for v, o in original.owners.items() if original.env.get(v) is not None}
         why = ""
         for attempt in range(5):
             fields = managedfields.given_back(_managed_fields(dep), original.container, recorded)
             if fields is None:
-                return dep
+                return dep, True
             try:
                 given = self.kube.patch(DEPLOYMENTS, self.spec.namespace, self.spec.deployment,
                                         {"metadata": {"resourceVersion": dep["metadata"][
                                             "resourceVersion"], "managedFields": fields}})
                 if managedfields.given_back(_managed_fields(given), original.container,
                                             recorded) is None:
-                    return given
+                    return given, True
                 # A record it cannot decode, it ignores (decodeLiveOrNew keeps the live ones).
                 why, dep = "the API server did not take the recorded owners", given
                 break
@@ -809,10 +821,11 @@ class KubernetesTarget:
             except ApiError as e:  # a record the API server refuses: the env is back anyway
                 why = str(e)
                 break
-        log.warning("%s: the env is restored, but its field ownership stays with autotune (%s): "
-                    "a server-side apply that stops declaring %s will not remove it",
-                    self.where, why, ", ".join(sorted(recorded)))
-        return dep
+        if last:
+            log.warning("%s: the env is restored, but its field ownership stays with autotune "
+                        "(%s): a server-side apply that stops declaring %s will not remove it",
+                        self.where, why, ", ".join(sorted(recorded)))
+        return dep, False
 
     def _roll_back(self) -> str:
         """After a failed rollout: re-apply the original env without waiting for it."""
