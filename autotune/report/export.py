@@ -29,7 +29,6 @@ import yaml
 from autotune import files
 from autotune.errors import AutotuneError
 from autotune.evidence import significance as sig
-from autotune.evidence.significance import describe
 from autotune.report.model import Configuration, Report
 
 FORMATS = ("kustomize", "env", "json", "helm-values")
@@ -62,7 +61,7 @@ def _header(report: Report, chosen: Configuration) -> list[str]:
     lines = [f"autotune recommendation for {report.experiment} (study {report.study}): "
              f"{chosen.id}, verdict {report.verdict}"]
     if chosen.comparisons:
-        lines.append(describe(chosen.comparisons[0]))
+        lines.append(sig.describe(chosen.comparisons[0]))
     if report.verdict != "adopt":
         lines.append(f"FORCED: not a recommendation ({report.verdict}): {report.reason}")
     elif report.evidence == "search":
