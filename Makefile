@@ -36,14 +36,19 @@ tools:
 controlplane: setup
 	scripts/controlplane.sh
 
+# Every test: first those that start nothing (not marked serial: tests/conftest.py) on every
+# core, then the serial ones (servers, the control plane, kills, measurements) one at a time,
+# their 25 slowest listed. Both halves run; either failing fails the target.
 test: setup controlplane
 	scripts/ensure-tools.sh test
-	PATH="$(PATH):$(PG_BIN)" $(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto -m "not serial"; quick=$$?; \
+	PATH="$(PATH):$(PG_BIN)" $(BIN)/python -m pytest -q --durations=25 -m serial; serial=$$?; \
+	test $$quick -eq 0 && test $$serial -eq 0
 
-# The quick loop while editing: what needs no tool, no Go build, no control plane and no server
-# (no test marked integration or faults); `make test` runs everything.
+# The quick loop while editing: the first half of `make test` (no tool, no Go build, no control
+# plane, no server: nothing marked serial), on every core.
 unit: setup
-	$(BIN)/python -m pytest -q -m "not integration and not faults" tests/unit tests/report tests/insight
+	$(BIN)/python -m pytest -q -n auto -m "not serial"
 
 lint: setup
 	$(BIN)/ruff check autotune tests benchmarks

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 from collections.abc import Generator
+from pathlib import Path
 from types import FrameType
 
 import pytest
@@ -51,3 +52,23 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = (f"skipped in CI, where every test must run (CI installs what the "
                            f"tests need): {reason}")
+
+
+TESTS = Path(__file__).parent
+PARALLEL_PACKAGES = frozenset({"unit", "report", "insight", "nightly"})
+"""Packages whose tests start no server and measure nothing, unless marked so (below)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks ``serial`` every test that must run alone: one marked ``integration`` or
+    ``faults`` (real processes, servers, kills, measurements), and every test outside the
+    packages above (the control plane, Prometheus, PostgreSQL). ``make test`` runs the others
+    on every core first (pytest-xdist), then these one at a time: a parallel worker's CPU would
+    change what they measure and how long their waits take. Derived here, not written by hand,
+    so a test in a new package is serial until that package is known to start nothing."""
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
+        if (not parts or parts[0] not in PARALLEL_PACKAGES
+                or item.get_closest_marker("integration") is not None
+                or item.get_closest_marker("faults") is not None):
+            item.add_marker(pytest.mark.serial)

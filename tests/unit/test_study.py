@@ -523,3 +523,18 @@ def test_after_a_sigterm_replaced_by_a_stuck_stress_the_undo_is_tried_once(
     assert isinstance(raised, NotUndone), raised
     assert target.calls == 1
 
+
+
+@pytest.mark.parametrize(("direction", "value", "word"), [
+    ("minimize", 8.0, "20.0% better"), ("minimize", 12.0, "20.0% worse"),
+    ("maximize", 12.0, "20.0% better"), ("maximize", 8.0, "20.0% worse")])
+def test_the_best_search_trial_line_is_oriented_by_the_objective(direction: str, value: float,
+                                                                word: str) -> None:
+    """A maximized objective's higher value is the better one (the line above assumed the
+    rig's minimized p99; a throughput objective would have read the opposite)."""
+    from autotune.study.status import best_lines
+
+    best = {"number": 4, "values": [value], "settings": {"GOGC": 400}}
+    baseline = {"median": 10.0, "min": 9.0, "max": 11.0, "n": 3}
+    line = best_lines(best, baseline, direction)[-1]
+    assert f"({word} than the baseline median in one measurement" in line, line

@@ -41,7 +41,11 @@ from autotune.platforms.kubernetes.objects import (
     Selection,
 )
 from autotune.platforms.kubernetes.permissions import needed
-from autotune.platforms.kubernetes.stresschaos import CRD_MISSING, ChaosMeshInjector
+from autotune.platforms.kubernetes.stresschaos import (
+    CRD_MISSING,
+    RECOVER_TIMEOUT,
+    ChaosMeshInjector,
+)
 from autotune.study.design import cpu_limit
 from autotune.study.trial import DEAD_MAN_MARGIN, Backends
 
@@ -294,7 +298,8 @@ def validate_live(exp: Experiment, context: str | None = None) -> list[str]:
 
 def cleanup_namespace(namespace: str, *, context: str | None = None,
                       kubeconfig: str | None = None, clock: Clock | None = None,
-                      rollout_timeout: float = 300.0, force: bool = False,
+                      rollout_timeout: float = 300.0, recover_timeout: float = RECOVER_TIMEOUT,
+                      force: bool = False,
                       failed: list[AutotuneError] | None = None) -> list[str]:
     """Remove every StressChaos and load generator pod autotune left in ``namespace`` (any
     study) and restore every Deployment that still carries an original env saved by autotune.
@@ -309,7 +314,9 @@ def cleanup_namespace(namespace: str, *, context: str | None = None,
     A step that fails does not stop the others: a StressChaos that will not go does not keep
     the Deployments from their original env (their rollout replaces the stressed pods), nor
     does one Deployment's failed rollout keep the next from being restored. The failures are
-    appended to ``failed``; without it, the first is raised once every step was tried."""
+    appended to ``failed``; without it, the first is raised once every step was tried.
+    ``recover_timeout``: how long a StressChaos's deletion may take before it is called stuck
+    (``stresschaos.RECOVER_TIMEOUT``)."""
     clock = clock or SystemClock()
     kube = connect(clock, context=context, kubeconfig=kubeconfig)
     items, _ = kube.list(Selection(DEPLOYMENTS, namespace))
@@ -342,8 +349,8 @@ def cleanup_namespace(namespace: str, *, context: str | None = None,
                 busy.add(name)
                 continue
             held[name] = lease
-        attempt(lambda: ChaosMeshInjector(kube, clock, namespace=namespace,
-                                          study=None).cleanup())
+        attempt(lambda: ChaosMeshInjector(kube, clock, namespace=namespace, study=None,
+                                          recover_timeout=recover_timeout).cleanup())
         attempt(lambda: remove_all(kube, namespace, None))  # a dead run's generator
         for dep in items:
             name = dep["metadata"]["name"]
