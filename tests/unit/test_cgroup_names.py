@@ -22,6 +22,10 @@ from autotune import runlock
 from autotune.clock import FakeClock
 from autotune.platforms.local import cgroups
 
+# Real cgroups and the root's subtree_control, and a host PID that must stay free while a PID
+# namespace starts: not beside another test process (tests/conftest.py, serial).
+pytestmark = pytest.mark.serial
+
 
 def _dead_pid() -> int:
     p = subprocess.Popen(["true"])

@@ -86,6 +86,7 @@ def _completed_numbers(workdir: Path) -> set[tuple[str, int]]:
 
 # SIGHUP: review finding, a dropped SSH session ended the run by the default action, the
 # service, Prometheus and the cgroup left behind.
+@pytest.mark.serial  # a signal aimed at a 0.6 s window: not beside another test process
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_signal_mid_window_exits_130_keeps_trials_and_resumes(workdir: Path,
@@ -113,6 +114,7 @@ def test_signal_mid_window_exits_130_keeps_trials_and_resumes(workdir: Path,
     assert World(workdir / "world.json").load()["active"] == {}
 
 
+@pytest.mark.serial  # a signal aimed at a 0.6 s window: not beside another test process
 @pytest.mark.parametrize("display", [["--plain"], []], ids=["plain", "live-panel"])
 def test_a_hung_up_terminal_still_gives_130_with_everything_undone(workdir: Path,
                                                                    display: list[str]) -> None:
@@ -162,6 +164,7 @@ def test_a_hung_up_terminal_still_gives_130_with_everything_undone(workdir: Path
     assert interrupted and interrupted[-1]["failure"] == "interrupted (SIGHUP)"
 
 
+@pytest.mark.serial  # a signal aimed at a 0.6 s window: not beside another test process
 def test_under_nohup_a_sighup_is_ignored_as_asked(workdir: Path) -> None:
     world = World(workdir / "world.json")
     p = subprocess.Popen(
@@ -189,6 +192,7 @@ def _killed_while_stressing(workdir: Path, completed: int) -> World:
     return world
 
 
+@pytest.mark.serial  # a signal aimed at a 0.6 s window: not beside another test process
 def test_sigkill_then_rerun_fails_the_orphan_retries_it_and_cleans_up(workdir: Path) -> None:
     world = _killed_while_stressing(workdir, 2)
     done_before = _completed_numbers(workdir)
@@ -251,6 +255,7 @@ def test_reading_a_study_that_is_not_there_creates_no_database(
     assert sorted(p.name for p in workdir.rglob("*")) == ["exp.yaml"]
 
 
+@pytest.mark.serial  # a signal aimed at a 0.6 s window: not beside another test process
 def test_confirm_after_a_killed_run_removes_what_it_left_first(workdir: Path) -> None:
     # Review finding: `autotune confirm` did no start-up cleanup (`run` does): it measured with
     # the killed run's stress still injected, and on a cluster adopted the dead run's saved

@@ -81,6 +81,7 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.serial  # the first run must still be in its window: not beside another test process
 def test_a_second_run_of_a_simulated_world_refuses_and_the_first_is_undisturbed(
         sim: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = time.time()
