@@ -102,7 +102,7 @@ def _local(tmp: Path, cpus: float) -> Path:
     doc["target"]["local"]["load"] = {"rate": 150, "path": "/", "connections": 32}
     doc["parameters"] = [{"name": "GOMAXPROCS", "type": "int", "values": [1, 2, 4]},
                          {"name": "GOGC", "type": "int", "values": [100, 400]}]
-    doc["baseline"] = {"repeats": 2, "params": {"GOMAXPROCS": None, "GOGC": None}}
+    doc["baseline"] = {"repeats": 1, "params": {"GOMAXPROCS": None, "GOGC": None}}
     doc["measure"] = {"warmup": "1s", "window": "4s",
                       "noise_guard": {"max_foreign_cores": 1.5, "retries": 1}}
     doc["study"] = {"trials": 2, "sampler": "random", "seed": 5}
@@ -113,7 +113,7 @@ def _local(tmp: Path, cpus: float) -> Path:
 
 def test_two_local_nights_with_a_changed_cpu_limit(tmp_path: Path, postgres_url: str) -> None:
     storage = {"AUTOTUNE_STORAGE": postgres_url}
-    options = ["--plain", "--top", "1", "--repeats", "2", "--extra", "0"]
+    options = ["--plain", "--top", "1", "--repeats", "1", "--extra", "0"]
     first = cli(tmp_path, "run", str(_local(tmp_path, 1.0)), *options, env=storage, timeout=600)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "study pg-local (new)" in first.stdout
