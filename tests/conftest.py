@@ -64,8 +64,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``faults`` (real processes, servers, kills, measurements), and every test outside the
     packages above (the control plane, Prometheus, PostgreSQL). ``make test`` runs the others
     on every core first (pytest-xdist), then these one at a time: a parallel worker's CPU would
-    change what they measure and how long their waits take. Derived here, not written by hand,
-    so a test in a new package is serial until that package is known to start nothing."""
+    change what they measure and how long their waits take. Derived here, so a test in a new
+    package is serial until that package is known to start nothing; a test of these packages
+    that aims a signal or needs the kernel's cgroups is marked ``serial`` by hand."""
     for item in items:
         parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
         if (not parts or parts[0] not in PARALLEL_PACKAGES
