@@ -995,7 +995,9 @@ class Study(Model):
     storage: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the study's database (default "
-                    "sqlite:///results/<name>/study.db); --storage and $AUTOTUNE_STORAGE win",
+                    "sqlite:///results/<name>/study.db; SQLite waits up to 60 s for another "
+                    "process's lock, ?timeout=SECONDS on the URL changes that); --storage and "
+                    "$AUTOTUNE_STORAGE win",
     )
     heartbeat: Duration = Field(
         default=10.0, gt=0,

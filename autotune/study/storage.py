@@ -62,13 +62,22 @@ def storage_url(exp: Experiment, override: str | None = None) -> str:
             or f"sqlite:///{results_dir(exp)}/study.db")
 
 
+SQLITE_BUSY_TIMEOUT = 60.0
+"""Seconds a process waits for another's lock on a SQLite study before it fails with "database
+is locked" (``?timeout=SECONDS`` on the URL changes it)."""
+
+
 def open_storage(url: str, heartbeat: float) -> RDBStorage:
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
-        path = Path(url.removeprefix("sqlite:///"))
+        parsed = sa.engine.make_url(url)
+        path = Path(parsed.database or "")
         path.parent.mkdir(parents=True, exist_ok=True)
-        # A second reader (status while running) must wait for the writer, not fail.
-        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+        # A second reader (status while running) must wait for the writer, not fail; a
+        # ``?timeout=SECONDS`` on the URL is SQLite's own setting and wins (SQLAlchemy passes it
+        # to sqlite3.connect; connect_args would override it).
+        if "timeout" not in parsed.query:
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT}}
     interval = max(1, round(heartbeat))
     for attempt in range(3):
         try:
