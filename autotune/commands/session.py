@@ -120,7 +120,7 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace, *,
         study_runner, progress = runner(exp, digest, args.plain, args.context)
         night = nightly.run_night(exp, st.storage_url(exp, args.storage), study_runner, options,
                                   history.verdict_record)
-        if night.confirmed:
+        if night.confirmed and night.cut is None:  # no capture past study.deadline
             capture(exp, night.studies, study_runner)
     finally:
         if isinstance(progress, RichProgress):

@@ -973,8 +973,9 @@ class Study(Model):
     deadline: Duration | None = Field(
         default=None,
         description="the time a run may take, from its start: a search trial starts only if it "
-                    "and the trials kept for the confirmation still fit; at least one trial "
-                    "(warmup + window)")
+                    "and the trials kept for the confirmation still fit, and a confirmation or "
+                    "drift run only if it still fits (else the night ends there, with a verdict "
+                    "on the runs done); at least one trial (warmup + window)")
     sampler: Literal["auto", "gp", "tpe", "random", "grid"] = Field(
         default="auto",
         description="the Optuna sampler after the initial design: gp (Gaussian process, needs "

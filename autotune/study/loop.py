@@ -78,6 +78,14 @@ class Progress(Protocol):
     def trial_finished(self, record: dict[str, Any], best: dict[str, Any] | None) -> None: ...
 
 
+class DeadlineReached(StudyError):
+    """``study.deadline`` came before the next reference run (confirmation, drift check) could
+    end (``StudyRunner.run_reference``). Raised between runs, after the target is restored; the
+    runs already queued stay queued, as a killed run's do, so the confirmation's record stays
+    open and its queued slots are measured by the next run (``autotune.study.nightly`` ends the
+    night with a verdict on the runs done)."""
+
+
 @dataclass
 class RunResult:
     study: str
@@ -255,6 +263,10 @@ class StudyRunner:
         against it at the end of every trial, search and confirmation (``_measure``)."""
         self._latest: dict[str, Any] | None = None
         """The description read at the end of the last trial, for ``_describe_again``."""
+        self.deadline: float | None = None
+        """``study.deadline`` on ``clock``, set when ``run`` starts (the night's budget and its
+        stop rule start their clocks there too); the reference runs after it hold to it. None
+        before ``run``: ``autotune confirm`` on its own is not bound by it."""
 
     @property
     def width(self) -> int:
@@ -519,8 +531,8 @@ class StudyRunner:
         self._reference = studies.reference
         self._latest = None
         pooled = self.queue_lock is not None
-        deadline = (self.clock.monotonic() + exp.study.deadline
-                    if exp.study.deadline is not None else None)
+        deadline = self.deadline = (self.clock.monotonic() + exp.study.deadline
+                                    if exp.study.deadline is not None else None)
         stop = "budget reached"
         orphans: list[str] = []
         try:
@@ -665,10 +677,13 @@ class StudyRunner:
             # new image between them would make the verdict compare two environments.
             described = self._described = self._unchanged(studies)
             while True:
+                if entries:
+                    self._check_deadline(f"{len(entries)} run(s) not queued")
                 for attrs in entries:
                     studies.reference.enqueue_trial({}, user_attrs=attrs)
                 while any(t.state == TrialState.WAITING
                           for t in studies.reference.get_trials(deepcopy=False)):
+                    self._check_deadline("the queued runs stay queued for the next run")
                     ran = self._run_one(studies.reference)
                     if ran is not None and ran.state == TrialState.COMPLETE:
                         completed += 1
@@ -681,6 +696,13 @@ class StudyRunner:
             with shielded():
                 self._finish(studies)
         return completed
+
+    def _check_deadline(self, left: str) -> None:
+        """Raise ``DeadlineReached`` when another trial (as long as the longest this run
+        measured, ``_estimate_trial_seconds``) would end after ``study.deadline``."""
+        if self.deadline is not None and (self.clock.monotonic()
+                                          + self._estimate_trial_seconds() > self.deadline):
+            raise DeadlineReached(f"study.deadline: another run would end after it ({left})")
 
     def _unchanged(self, studies: st.Studies) -> dict[str, Any]:
         """The target's description now, checked against the last one this runner saw (the

@@ -33,7 +33,13 @@ from autotune.experiment.models import Experiment
 from autotune.study import storage as st
 from autotune.study.confirmation.run import confirm
 from autotune.study.interrupts import Interrupted, shielded
-from autotune.study.loop import RunResult, StudyRunner, completed_search, enqueue_baseline
+from autotune.study.loop import (
+    DeadlineReached,
+    RunResult,
+    StudyRunner,
+    completed_search,
+    enqueue_baseline,
+)
 from autotune.study.night import records
 from autotune.study.night.budget import Budget, confirm_reserve, plan_budget
 from autotune.study.night.drift import (
@@ -73,6 +79,8 @@ class Night:
     confirmed: bool
     drift: Drift
     verdict: dict[str, Any]
+    cut: str | None = None
+    """Why the confirmation or the drift check stopped before its end (``DeadlineReached``)."""
 
     @property
     def studies(self) -> st.Studies:
@@ -88,7 +96,9 @@ class Night:
                 head += f", warm-started with {len(o.warm_start)} of its best configurations"
         else:
             head = f"environment {o.environment.id}: study {o.studies.name} ({o.opened})"
-        return [head, f"budget: {self.budget.text()}", f"drift: {self.drift.text}"]
+        cut = [] if self.cut is None else [f"cut short: {self.cut}; the verdict rests on "
+                                           "the runs done"]
+        return [head, f"budget: {self.budget.text()}", *cut, f"drift: {self.drift.text}"]
 
 
 Verdict = Callable[[Experiment, st.Studies], dict[str, Any]]
@@ -136,12 +146,22 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
             for attrs in drift_runs:
                 studies.reference.enqueue_trial({}, user_attrs=attrs)
         confirmed = options.confirm and result.stop_reason != "deadline"
-        if confirmed:
-            confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
-                    seed=exp.study.seed, extra=options.extra, sequential=options.sequential)
-        drift = check_drift(exp, studies, runner, night, recommendation, skip,
-                            extra=options.extra if confirmed else 0, rng=rng,
-                            first_round=options.repeats + 1)
+        cut: str | None = None
+        try:
+            if confirmed:
+                confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
+                        seed=exp.study.seed, extra=options.extra,
+                        sequential=options.sequential)
+            drift = check_drift(exp, studies, runner, night, recommendation, skip,
+                                extra=options.extra if confirmed else 0, rng=rng,
+                                first_round=options.repeats + 1)
+        except DeadlineReached as e:
+            # The runs done are recorded; the verdict rests on them (a confirmation cut short
+            # judges fewer runs, at the level fixed before its first: it can only be less
+            # decisive). What is queued stays queued for the next run, as after a kill.
+            cut = str(e)
+            log.warning("%s: the night ends with the runs done", cut)
+            drift = Drift("skipped", f"no drift check: {cut}", recommendation)
     except BaseException as e:
         with shielded():
             try:
@@ -156,11 +176,11 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
                   finished=records.timestamp(),
                   search_trials=completed_search(studies.search) - before,
                   completed=result.completed, stop=result.stop_reason, confirmed=confirmed,
-                  members=result.members, not_undone=result.not_undone,
+                  members=result.members, not_undone=result.not_undone, cut=cut,
                   verdict=verdict, drift=drift.record())
     records.save(studies, record)
     return Night(id=night, opening=opening, budget=budget, result=result, confirmed=confirmed,
-                 drift=drift, verdict=verdict)
+                 drift=drift, verdict=verdict, cut=cut)
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,10 @@ class _Outcome:
     error: BaseException | None = None
     described: dict[str, Any] | None = None
     """The member's last description: the confirmation's mid-run checks start from it."""
+    deadline: float | None = None
+    """``study.deadline`` on the member's clock (``StudyRunner.deadline``)."""
+    trial_seconds: list[float] = dataclasses.field(default_factory=list)
+    """How long the member's trials took: the confirmation's runs are estimated from them."""
 
 
 class PoolRunner(StudyRunner):
@@ -216,6 +220,7 @@ class PoolRunner(StudyRunner):
                 if not isinstance(e, Interrupted):
                     log.error("member %s stopped: %s", m.name, e)
             finally:
+                outcome.deadline, outcome.trial_seconds = runner.deadline, runner.trial_seconds
                 finished.release()
 
         # Not daemons: the interpreter never ends a member mid-trial.
@@ -265,6 +270,10 @@ class PoolRunner(StudyRunner):
         self.exp, self.backends, self.clock, self.member = (lead.exp, lead.backends, lead.clock,
                                                             lead.name)
         self._described = standing[0].described
+        # The reference runs after the search (on the lead) hold to the lead's deadline, each
+        # estimated from the longest trial any member measured.
+        self.deadline = standing[0].deadline
+        self.trial_seconds = [s for o in self.outcomes for s in o.trial_seconds]
         results = [o.result for o in standing if o.result is not None]
         return RunResult(
             study=studies.name,

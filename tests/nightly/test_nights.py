@@ -262,6 +262,7 @@ def test_the_night_fits_its_deadline_confirmation_and_drift_check_included(
                 if t.user_attrs.get("kind") == "confirm" and t.state == TrialState.COMPLETE]
     assert len(confirms) >= 3  # round 1 of the sequential confirmation ran after the search
     assert elapsed <= 6 * 60, f"the night took {elapsed:.0f}s of its 360s"
+    assert night.cut is None and _record(night)["cut"] is None  # the plan held
     b = night.budget
     # Sequential confirmation: round 1 (2 candidates + the baseline), rounds 2 and 3 of at most
     # the best, the runner-up and the baseline; perhaps one extension round of up to 2 runs of
@@ -271,6 +272,31 @@ def test_the_night_fits_its_deadline_confirmation_and_drift_check_included(
     assert b.measured.startswith("the longest of the last") and "in sim" in b.measured
     # Trials take what the last night measured, so the plan made at the start is the night.
     assert b.search_trials == completed_search(night.studies.search) > 0
+
+
+def test_a_confirmation_the_night_has_no_time_for_is_cut_at_the_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As if the time kept back for the confirmation went elsewhere (a rollout that took
+    # minutes, say): it starts a second before the deadline.
+    exp = _exp(tmp_path, trials=200, deadline="6m")
+    r = rig(tmp_path, exp)
+    real = nightly.confirm
+
+    def late(exp: Experiment, studies: st.Studies, runner: Any, **options: Any) -> int:
+        assert runner.deadline is not None
+        r.clock.sleep(runner.deadline - r.clock.monotonic() - 1)
+        return real(exp, studies, runner, **options)
+
+    monkeypatch.setattr(nightly, "confirm", late)
+    start = r.clock.monotonic()
+    night = _night(r)
+    assert r.clock.monotonic() - start <= 6 * 60
+    assert night.cut is not None and night.cut.startswith("study.deadline: another run would")
+    assert _record(night)["cut"] == night.cut and _record(night)["status"] == "finished"
+    assert any(line.startswith("cut short: study.deadline") for line in night.lines())
+    assert night.drift.status == "skipped"
+    assert night.verdict["verdict"] in ("adopt", "keep current", "inconclusive")
+    assert r.world.load()["applied"] is None  # restored
 
 
 def test_a_night_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:

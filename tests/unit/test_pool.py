@@ -385,3 +385,29 @@ def test_a_pool_night_that_fails_before_its_members_run_closes_every_metric_sess
         nightly.run_night(exp, f"sqlite:///{tmp_path}/study.db", runner,
                           nightly.NightOptions(budget=3), history.verdict_record)
     assert [m.backends.source.closed for m in pool] == [True, True, True]  # type: ignore[attr-defined]
+
+
+def test_after_the_search_the_pool_holds_to_the_leads_deadline(tmp_path: Path) -> None:
+    # The confirmation and the drift runs run on the lead after the search: they hold to the
+    # lead's study.deadline, each run estimated from the longest trial of any member.
+    exp = parse_experiment(yaml.safe_dump({**DOC, "study": {**DOC["study"], "deadline": "1h"}}))
+    pool = members(tmp_path, exp, 3)
+    pool[2].backends.target.apply = _slower(pool[2])  # type: ignore[method-assign]
+    runner = PoolRunner(exp, pool, progress=SilentProgress(), journal=Journal(
+        tmp_path / "trials.jsonl"), experiment_hash="t")
+    result = runner.run(open_for_run(exp, f"sqlite:///{tmp_path}/study.db"), exp.study.trials)
+    assert result.completed == 9
+    assert runner.deadline == 3600.0  # the lead's clock read 0 when its search began
+    assert runner.clock is pool[0].clock
+    measured = result.completed + 3 * 2  # every member's baseline repeats too
+    assert len(runner.trial_seconds) == measured
+    assert max(runner.trial_seconds) >= 30  # the slow member's trials count
+
+
+def _slower(m: Member) -> Any:
+    apply = m.backends.target.apply
+
+    def slow(env: dict[str, str | None]) -> Live:
+        m.clock.sleep(30)  # a slow rollout on this member's clock
+        return apply(env)
+    return slow

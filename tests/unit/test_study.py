@@ -20,7 +20,7 @@ from autotune.platforms.kubernetes.errors import ServerError
 from autotune.platforms.simulated import surface
 from autotune.study import storage as st
 from autotune.study.interrupts import Interrupted, shielded, signals_as_exceptions
-from autotune.study.loop import completed_search
+from autotune.study.loop import DeadlineReached, completed_search
 from autotune.study.space import to_env
 from autotune.study.trial import Backends
 from tests.support.simulated import experiment, rig
@@ -208,6 +208,53 @@ def test_deadline_starts_no_trial_that_cannot_finish(tmp_path: Path) -> None:
     assert result.stop_reason == "deadline"
     assert r.clock.monotonic() <= 40
     assert completed_search(r.studies().search) == 2
+
+
+def _confirmation(r: Any, rounds: int) -> list[dict[str, Any]]:
+    best = min((t for t in r.studies().search.get_trials() if t.state == TrialState.COMPLETE),
+               key=lambda t: t.values[0])
+    return [{"kind": "confirm", "settings": settings, "candidate": candidate, "round": n}
+            for n in range(1, rounds + 1)
+            for candidate, settings in (("baseline", r.exp.baseline_settings()),
+                                        (best.number, best.user_attrs["settings"]))]
+
+
+def test_the_deadline_stops_the_confirmation_between_runs_and_leaves_the_rest_queued(
+        tmp_path: Path) -> None:
+    # Each trial takes 12 s of (fake) time: the baseline and 2 search trials end at 36 s, and
+    # of 6 confirmation runs queued at once 2 fit before 60 s (the second ends at 60 s).
+    r = rig(tmp_path, **{"baseline.repeats": 1, "study.deadline": "60s"})
+    runner = r.runner()
+    studies = st.open_for_run(r.exp, r.url)
+    assert runner.run(studies, 2).stop_reason == "budget reached"
+    assert r.clock.monotonic() == pytest.approx(36)
+    asked: list[int] = []
+    with pytest.raises(DeadlineReached, match=r"study\.deadline: another run would end after"):
+        runner.run_reference(studies, _confirmation(r, 3), then=lambda: asked.append(1) or [])
+    assert r.clock.monotonic() <= 60 and not asked  # no further round was planned
+    runs = [t for t in studies.reference.get_trials() if t.user_attrs.get("kind") == "confirm"]
+    # Left queued, as a killed run's are: the next run measures them (its confirmation resumes).
+    assert [t.state for t in runs] == [TrialState.COMPLETE] * 2 + [TrialState.WAITING] * 4
+    state = r.world.load()
+    assert state["active"] == {} and state["applied"] is None  # restored, as after any phase
+
+
+def test_after_the_deadline_nothing_more_is_queued(tmp_path: Path) -> None:
+    r = rig(tmp_path, **{"baseline.repeats": 1, "study.deadline": "40s"})
+    runner = r.runner()
+    studies = st.open_for_run(r.exp, r.url)
+    assert runner.run(studies, 10).stop_reason == "deadline"
+    with pytest.raises(DeadlineReached, match=r"2 run\(s\) not queued"):
+        runner.run_reference(studies, _confirmation(r, 1))
+    assert not [t for t in studies.reference.get_trials() if t.user_attrs.get("kind") == "confirm"]
+
+
+def test_a_confirmation_by_hand_is_not_bound_by_the_deadline(tmp_path: Path) -> None:
+    # `autotune confirm` runs no search: study.deadline is the nightly run's, from its start.
+    r = rig(tmp_path, **{"baseline.repeats": 1, "study.deadline": "40s"})
+    r.run(budget=2)
+    r.clock.sleep(3600)
+    assert r.runner().run_reference(r.studies(), _confirmation(r, 2)) == 4
 
 
 class _Interrupting:
