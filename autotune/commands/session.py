@@ -127,7 +127,8 @@ def study_run(exp: Experiment, digest: str, args: argparse.Namespace, *,
             progress.stop()
     print(run_text(night.result, status_data(exp, night.studies), str(st.results_dir(exp))))
     if night.confirmed:
-        print(verdict_line(night.verdict))
+        print(verdict_line(night.verdict) + ("" if night.cut is None else
+                                             " (cut short at study.deadline: below)"))
     else:
         print("no confirmation runs: `autotune confirm` re-measures the top candidates")
     for line in night.lines():

@@ -60,6 +60,8 @@ class NightRow:
     confidence: float | None
     drift: str | None
     drift_text: str | None
+    cut: str | None = None
+    """Why the night's confirmation or drift check stopped before its end (study.deadline)."""
 
 
 def rows(records: Sequence[Mapping[str, Any]]) -> list[NightRow]:
@@ -83,7 +85,7 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[NightRow]:
             baseline=verdict.get("baseline_median"), improvement=verdict.get("improvement"),
             ci95=None if ci is None else (ci[0], ci[1]),
             confidence=verdict.get("confidence"),
-            drift=drift.get("status"), drift_text=drift.get("text"),
+            drift=drift.get("status"), drift_text=drift.get("text"), cut=r.get("cut"),
         ))
     return out
 
@@ -188,6 +190,8 @@ def blocks(history: Sequence[NightRow], plot: str | None = PLOT) -> list[Block]:
               if r.drift_text and r.drift != "skipped"]
     notes += [f"{_when(r)}: the search stopped: {r.stop}" for r in history
               if r.stop and r.stop.startswith(("converged", "night budget"))]
+    notes += [f"{_when(r)}: cut short ({r.cut}); its verdict rests on the runs done"
+              for r in history if r.cut]
     if notes:
         out.append(Bullets(tuple(notes)))
     out.append(Paragraph(

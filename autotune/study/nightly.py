@@ -147,21 +147,24 @@ def run_night(exp: Experiment, url: str, runner: StudyRunner, options: NightOpti
                 studies.reference.enqueue_trial({}, user_attrs=attrs)
         confirmed = options.confirm and result.stop_reason != "deadline"
         cut: str | None = None
-        try:
-            if confirmed:
+        if confirmed:
+            try:
                 confirm(exp, studies, runner, top=options.top, repeats=options.repeats,
                         seed=exp.study.seed, extra=options.extra,
                         sequential=options.sequential)
-            drift = check_drift(exp, studies, runner, night, recommendation, skip,
-                                extra=options.extra if confirmed else 0, rng=rng,
-                                first_round=options.repeats + 1)
-        except DeadlineReached as e:
-            # The runs done are recorded; the verdict rests on them (a confirmation cut short
-            # judges fewer runs, at the level fixed before its first: it can only be less
-            # decisive). What is queued stays queued for the next run, as after a kill.
-            cut = str(e)
+            except DeadlineReached as e:
+                # The runs done are recorded; the verdict rests on them (a confirmation cut
+                # short judges fewer runs, at the level fixed before its first: it can only be
+                # less decisive). What is queued stays queued for the next run, as after a kill.
+                cut = str(e)
+        # After a cut, no more drift rounds: the drift runs measured so far are judged at the
+        # level of the one look they had.
+        drift = check_drift(exp, studies, runner, night, recommendation, skip,
+                            extra=options.extra if confirmed and cut is None else 0, rng=rng,
+                            first_round=options.repeats + 1)
+        cut = cut or drift.cut
+        if cut is not None:
             log.warning("%s: the night ends with the runs done", cut)
-            drift = Drift("skipped", f"no drift check: {cut}", recommendation)
     except BaseException as e:
         with shielded():
             try:

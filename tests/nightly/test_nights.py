@@ -274,14 +274,17 @@ def test_the_night_fits_its_deadline_confirmation_and_drift_check_included(
     assert b.search_trials == completed_search(night.studies.search) > 0
 
 
-def test_a_confirmation_the_night_has_no_time_for_is_cut_at_the_deadline(
+def test_a_confirmation_the_night_has_no_time_for_is_cut_and_its_drift_runs_still_judged(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # As if the time kept back for the confirmation went elsewhere (a rollout that took
-    # minutes, say): it starts a second before the deadline.
-    exp = _exp(tmp_path, trials=200, deadline="6m")
+    r1 = rig(tmp_path, _exp(tmp_path, trials=6))
+    first = _night(r1)
+    assert first.verdict["verdict"] == "adopt"  # night 2 checks this for drift
+    exp = _exp(tmp_path, noise=0.03, trials=200, deadline="6m")
     r = rig(tmp_path, exp)
     real = nightly.confirm
 
+    # As if the time kept back for the confirmation went elsewhere (a rollout that took
+    # minutes, say): it starts a second before the deadline.
     def late(exp: Experiment, studies: st.Studies, runner: Any, **options: Any) -> int:
         assert runner.deadline is not None
         r.clock.sleep(runner.deadline - r.clock.monotonic() - 1)
@@ -294,8 +297,19 @@ def test_a_confirmation_the_night_has_no_time_for_is_cut_at_the_deadline(
     assert night.cut is not None and night.cut.startswith("study.deadline: another run would")
     assert _record(night)["cut"] == night.cut and _record(night)["status"] == "finished"
     assert any(line.startswith("cut short: study.deadline") for line in night.lines())
-    assert night.drift.status == "skipped"
-    assert night.verdict["verdict"] in ("adopt", "keep current", "inconclusive")
+    def confirms(n: nightly.Night) -> int:
+        return sum(t.user_attrs.get("kind") == "confirm" for t in n.studies.reference.trials)
+
+    # Nothing queued past the deadline: only the first night's confirmation runs (if the
+    # second night continued its study).
+    same = night.studies.name == first.studies.name
+    assert confirms(night) == (confirms(first) if same else 0) and (not same or confirms(first))
+    # The drift runs measured before the search are judged all the same (one look).
+    assert night.drift.status in ("still best", "drifted", "inconclusive"), night.drift.text
+    assert night.drift.runs and all(night.drift.runs.values())
+    [row] = [h for h in history.rows(records.nights(night.studies.storage, "sim"))
+             if h.night == night.id]
+    assert row.cut == night.cut
     assert r.world.load()["applied"] is None  # restored
 
 

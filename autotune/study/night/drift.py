@@ -26,6 +26,7 @@ setting, when it lies outside the parameter space, or with ``--no-confirm``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -40,7 +41,7 @@ from autotune.evidence import significance as sig
 from autotune.experiment.models import Experiment
 from autotune.study import storage as st
 from autotune.study.kinds import TrialKind
-from autotune.study.loop import StudyRunner
+from autotune.study.loop import DeadlineReached, StudyRunner
 from autotune.study.night.opening import in_space, settings_text
 from autotune.study.objective import directions
 from autotune.study.optuna_private import trial_id
@@ -66,6 +67,9 @@ class Drift:
     settled: bool = True
     """Whether more runs tonight could not change the status's meaning: "still best",
     "drifted", or neither better than the other by the practical margin (``more_rounds``)."""
+    cut: str | None = None
+    """Why its adaptive rounds stopped before their end (``loop.DeadlineReached``): judged on
+    the runs done, at the level fixed for the planned looks."""
 
     def record(self) -> dict[str, Any]:
         c = self.comparison
@@ -224,5 +228,9 @@ def check_drift(exp: Experiment, studies: st.Studies, runner: StudyRunner, night
     if extra >= 2:
         first = next_round()
         if first:
-            runner.run_reference(studies, first, then=next_round)
+            try:
+                runner.run_reference(studies, first, then=next_round)
+            except DeadlineReached as e:
+                # Fewer looks than the level was fixed for: the judgement stays valid.
+                return dataclasses.replace(judge(), cut=str(e))
     return judge()
